@@ -1,0 +1,41 @@
+# skillaudit — `make audit` runs the main job on the bundled demo, `make test` runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+EXTRAS ?= all
+
+.PHONY: install test audit lint bench lock clean
+
+install: $(STAMP)
+
+# The stamp depends on the pins and the project metadata, so editing either reinstalls.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+audit: install
+	$(BIN)/skillaudit audit --out skillaudit-report
+
+lint: install
+	$(BIN)/ruff check skillaudit tests bench
+
+bench: install
+	$(BIN)/python bench/bench_metrics.py
+
+# Re-resolve and pin every dependency (torch stays on the CPU build that pip finds locally).
+lock:
+	rm -rf .lockenv && $(PYTHON) -m venv .lockenv
+	.lockenv/bin/pip install --quiet torch==2.13.0 -e ".[$(EXTRAS)]"
+	(echo "# Exact pins used by 'make install' (pip install -c constraints.txt). Regenerate with 'make lock'."; \
+	 .lockenv/bin/pip freeze --exclude-editable | grep -v '^skillaudit' | sort -f) > constraints.txt
+	rm -rf .lockenv
+
+clean:
+	rm -rf $(VENV) skillaudit-report .pytest_cache

@@ -1,0 +1,273 @@
+"""Skill libraries: a folder of `<name>/SKILL.md` (Agent Skills format) or a JSON Lines file.
+
+Loading is lenient (a bad skill becomes a warning and is skipped); `validate_library` is strict and
+lists every problem. Skill id = `name`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from .errors import LibraryError
+
+NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+KNOWN_FIELDS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+MAX_NAME = 64
+MAX_DESCRIPTION = 1024
+MAX_COMPATIBILITY = 500
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One skill: its id (= name), description and Markdown body, plus where it came from."""
+
+    id: str
+    name: str
+    description: str
+    body: str
+    path: str = ""
+    license: str | None = None
+    compatibility: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    allowed_tools: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Name, description and body: what embedders and retrievers read."""
+        return f"{self.name}\n{self.description}\n{self.body}"
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of name, description and body; changes whenever the skill's content does."""
+        h = hashlib.sha256()
+        for part in (self.name, self.description, self.body):
+            h.update(part.encode("utf-8"))
+            h.update(b"\0")
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem: where (file[:line]) and what."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Library:
+    """A loaded skill library, skills in a stable (sorted by id) order."""
+
+    skills: tuple[Skill, ...]
+    source: str = ""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.skills)
+
+    def get(self, skill_id: str) -> Skill | None:
+        for s in self.skills:
+            if s.id == skill_id:
+                return s
+        return None
+
+    def __len__(self) -> int:
+        return len(self.skills)
+
+    def __iter__(self) -> Iterator[Skill]:
+        return iter(self.skills)
+
+
+def split_front_matter(text: str) -> tuple[str | None, str, int]:
+    """Return (yaml text or None, body, line number where the body starts)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None, text, 1
+    for i in range(1, len(lines)):
+        if lines[i].strip() == "---":
+            return "".join(lines[1:i]), "".join(lines[i + 1 :]), i + 2
+    return None, text, 1
+
+
+def _check_name(name: Any, where: str, folder: str | None) -> list[Problem]:
+    out = []
+    if not isinstance(name, str) or not name:
+        return [Problem(where, "front matter needs a non-empty string 'name'")]
+    if len(name) > MAX_NAME:
+        out.append(Problem(where, f"name {name!r} is longer than {MAX_NAME} characters"))
+    if not NAME_RE.match(name):
+        out.append(
+            Problem(
+                where,
+                f"name {name!r} must be lowercase letters, digits and single hyphens, "
+                "not starting or ending with a hyphen",
+            )
+        )
+    if folder is not None and name != folder:
+        out.append(Problem(where, f"name {name!r} does not match its folder {folder!r}"))
+    return out
+
+
+def _check_fields(meta: dict[str, Any], where: str, folder: str | None) -> list[Problem]:
+    out = _check_name(meta.get("name"), where, folder)
+    desc = meta.get("description")
+    if not isinstance(desc, str) or not desc.strip():
+        out.append(Problem(where, "front matter needs a non-empty string 'description'"))
+    elif len(desc) > MAX_DESCRIPTION:
+        out.append(Problem(where, f"description is {len(desc)} characters; at most {MAX_DESCRIPTION}"))
+    comp = meta.get("compatibility")
+    if comp is not None and (not isinstance(comp, str) or len(comp) > MAX_COMPATIBILITY):
+        out.append(Problem(where, f"compatibility must be a string of at most {MAX_COMPATIBILITY} characters"))
+    md = meta.get("metadata")
+    if md is not None and not isinstance(md, dict):
+        out.append(Problem(where, "metadata must be a mapping"))
+    lic = meta.get("license")
+    if lic is not None and not isinstance(lic, str):
+        out.append(Problem(where, "license must be a string"))
+    for key in meta:
+        if key not in KNOWN_FIELDS:
+            out.append(Problem(where, f"unknown front-matter field {key!r}"))
+    return out
+
+
+def _parse_skill_md(path: Path, folder: str | None) -> tuple[Skill | None, list[Problem]]:
+    where = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [Problem(where, f"cannot read: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [Problem(where, f"not UTF-8 text (byte {exc.start})")]
+    fm, body, _ = split_front_matter(text)
+    if fm is None:
+        return None, [Problem(f"{where}:1", "no YAML front matter (a '---' block at the top)")]
+    try:
+        meta = yaml.safe_load(fm) or {}
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 2
+        return None, [Problem(f"{where}:{line}", f"invalid YAML front matter: {getattr(exc, 'problem', exc)}")]
+    if not isinstance(meta, dict):
+        return None, [Problem(f"{where}:2", "front matter must be a mapping")]
+    problems = _check_fields(meta, where, folder)
+    if not body.strip():
+        problems.append(Problem(where, "the skill has no body"))
+    name, desc = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not name or not isinstance(desc, str):
+        return None, problems
+    md = meta.get("metadata")
+    skill = Skill(
+        id=name,
+        name=name,
+        description=desc.strip(),
+        body=body.strip("\n"),
+        path=where,
+        license=meta.get("license") if isinstance(meta.get("license"), str) else None,
+        compatibility=meta.get("compatibility") if isinstance(meta.get("compatibility"), str) else None,
+        metadata=md if isinstance(md, dict) else {},
+        allowed_tools=str(meta["allowed-tools"]) if meta.get("allowed-tools") is not None else None,
+    )
+    return skill, problems
+
+
+def _scan_folder(root: Path) -> Iterator[tuple[Skill | None, list[Problem]]]:
+    found = False
+    for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        md = sub / "SKILL.md"
+        if not md.is_file():
+            continue
+        found = True
+        yield _parse_skill_md(md, sub.name)
+    if (root / "SKILL.md").is_file():
+        found = True
+        yield _parse_skill_md(root / "SKILL.md", root.name)
+    if not found:
+        yield None, [Problem(str(root), "no <name>/SKILL.md files found")]
+
+
+def _scan_jsonl(path: Path) -> Iterator[tuple[Skill | None, list[Problem]]]:
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise LibraryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            where = f"{path}:{lineno}"
+            if not line.strip():
+                continue
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                yield None, [Problem(where, "invalid JSON")]
+                continue
+            if not isinstance(rec, dict):
+                yield None, [Problem(where, "a skill record must be a JSON object")]
+                continue
+            sid = rec.get("id", rec.get("name"))
+            name = rec.get("name", sid)
+            meta = {"name": name, "description": rec.get("description")}
+            problems = _check_fields(meta, where, None)
+            if "id" in rec and rec.get("name") not in (None, rec["id"]):
+                problems.append(Problem(where, f"id {rec['id']!r} differs from name {rec.get('name')!r}"))
+            body = rec.get("body", "")
+            if not isinstance(body, str):
+                problems.append(Problem(where, "body must be a string"))
+                body = ""
+            if not isinstance(sid, str) or not sid or not isinstance(rec.get("description"), str):
+                yield None, problems
+                continue
+            yield (
+                Skill(id=sid, name=str(name), description=rec["description"].strip(), body=body, path=where,
+                      metadata=rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}),
+                problems,
+            )
+
+
+def _scan(path: str | Path) -> Iterator[tuple[Skill | None, list[Problem]]]:
+    p = Path(path)
+    if not p.exists():
+        raise LibraryError(f"{p}: no such skill library (a folder of <name>/SKILL.md or a .jsonl file)")
+    if p.is_dir():
+        yield from _scan_folder(p)
+    else:
+        yield from _scan_jsonl(p)
+
+
+def _dedupe(items: list[tuple[Skill | None, list[Problem]]]) -> tuple[list[Skill], list[Problem]]:
+    skills: dict[str, Skill] = {}
+    problems: list[Problem] = []
+    for skill, probs in items:
+        problems.extend(probs)
+        if skill is None:
+            continue
+        if skill.id in skills:
+            problems.append(Problem(skill.path, f"duplicate skill id {skill.id!r} (also {skills[skill.id].path})"))
+            continue
+        skills[skill.id] = skill
+    return [skills[k] for k in sorted(skills)], problems
+
+
+def load_library(path: str | Path) -> Library:
+    """Load a library leniently: skills with problems are kept when usable, else skipped with a warning."""
+    skills, problems = _dedupe(list(_scan(path)))
+    return Library(skills=tuple(skills), source=str(path), warnings=tuple(str(p) for p in problems))
+
+
+def validate_library(path: str | Path) -> list[Problem]:
+    """Every problem in the library (empty list when it is valid)."""
+    return _dedupe(list(_scan(path)))[1]

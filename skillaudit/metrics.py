@@ -1,0 +1,207 @@
+"""Paired metrics per (model, benchmark) and pooled per model: OAE, RAE, delta_skip, lift.
+
+All rates are ratios of column totals over pairs (epochs pooled: counts are summed before any
+rate), so one function computes them for the observed data and for every bootstrap resample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .runs import PairedRuns
+from .stats import mcnemar_exact, paired_bootstrap_ci, wilson_interval
+
+SCHEMA = "skillaudit.metrics/v1"
+
+# Column order of the per-pair design used by `_statistics`.
+_COLS = ("one", "r", "yp", "yn", "yp_r", "yn_r", "b", "c", "b_r", "c_r")
+_STATS = ("oae", "rae", "delta_skip", "agg_lift", "selection_gap")
+
+
+def _columns(runs: PairedRuns) -> np.ndarray:
+    r = runs.retrieved
+    yp, yn = runs.y_pos, runs.y_neg
+    b = yp & ~yn
+    c = yn & ~yp
+    return np.column_stack([np.ones_like(r), r, yp, yn, yp & r, yn & r, b, c, b & r, c & r]).astype(
+        np.float64
+    )
+
+
+def _statistics(t: np.ndarray) -> np.ndarray:
+    """(B x 10) totals -> (B x 5) statistics in `_STATS` order; NaN where a side is empty."""
+    one, r, yp, yn, yp_r, yn_r, b, c, b_r, c_r = (t[:, i] for i in range(t.shape[1]))
+    skip = one - r
+    with np.errstate(divide="ignore", invalid="ignore"):
+        oae = np.where(one > 0, (b - c) / one, np.nan)
+        rae = np.where(r > 0, (b_r - c_r) / r, np.nan)
+        dskip = np.where(skip > 0, ((b - b_r) - (c - c_r)) / skip, np.nan)
+        lift = np.where((r > 0) & (skip > 0), yp_r / r - (yp - yp_r) / skip, np.nan)
+        gap = np.where((r > 0) & (skip > 0), yn_r / r - (yn - yn_r) / skip, np.nan)
+    return np.column_stack([oae, rae, dskip, lift, gap])
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _ci(row: np.ndarray) -> list[float | None] | None:
+    lo, hi = (_num(v) for v in row)
+    return None if lo is None or hi is None else [lo, hi]
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """Every figure of one (model, benchmark) cell; benchmark '*' pools a model's benchmarks."""
+
+    model: str
+    benchmark: str
+    n_pairs: int
+    n_tasks: int
+    n_cond: int
+    n_skip: int
+    trigger_rate: float | None
+    acc_enabled: float | None
+    acc_disabled: float | None
+    acc_enabled_ci: list[float] | None
+    acc_disabled_ci: list[float] | None
+    b: int
+    c: int
+    cond_b: int
+    cond_c: int
+    skip_b: int
+    skip_c: int
+    oae: float | None
+    rae: float | None
+    delta_skip: float | None
+    agg_lift: float | None
+    selection_gap: float | None
+    sign_disagreement: bool
+    reportable: bool
+    oae_ci: list[float] | None
+    rae_ci: list[float] | None
+    agg_lift_ci: list[float] | None
+    delta_skip_ci: list[float] | None
+    selection_gap_ci: list[float] | None
+    mcnemar_p: float
+    mcnemar_p_cond: float
+    funnel: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MetricsResult:
+    """All groups plus the settings and input counts they came from."""
+
+    groups: tuple[GroupMetrics, ...]
+    settings: dict[str, Any]
+    n_unpaired: int = 0
+    n_error_pairs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "settings": self.settings,
+            "unpaired_records": self.n_unpaired,
+            "error_pairs": self.n_error_pairs,
+            "groups": [g.to_dict() for g in self.groups],
+        }
+
+
+def group_metrics(
+    runs: PairedRuns,
+    model: str,
+    benchmark: str,
+    *,
+    min_cond: int = 10,
+    n_boot: int = 20_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> GroupMetrics:
+    """Metrics of the pairs in `runs` (already narrowed to one group)."""
+    cols = _columns(runs)
+    tot = cols.sum(axis=0)
+    one, r, yp, yn, _, _, b, c, b_r, c_r = (int(v) for v in tot)
+    point = _statistics(tot[None, :])[0]
+    oae, rae, dskip, lift, gap = (_num(v) for v in point)
+    units = runs.unit_ids()
+    if one and n_boot > 0:
+        cis = paired_bootstrap_ci(units, cols, _statistics, n_boot=n_boot, seed=seed, level=level)
+    else:
+        cis = np.full((len(_STATS), 2), np.nan)
+    has_answer = runs.adhered >= 0
+    retrieved = runs.retrieved
+    adh_known = int((has_answer & retrieved).sum())
+    funnel = {
+        "pairs": one,
+        "invoked": int(runs.invoked.sum()),
+        "retrieved": r,
+        "adhered": int(((runs.adhered == 1) & retrieved).sum()) if adh_known else None,
+        "adherence_known": adh_known,
+        "effective": b_r,
+    }
+    return GroupMetrics(
+        model=model,
+        benchmark=benchmark,
+        n_pairs=one,
+        n_tasks=int(np.unique(units).size),
+        n_cond=r,
+        n_skip=one - r,
+        trigger_rate=r / one if one else None,
+        acc_enabled=yp / one if one else None,
+        acc_disabled=yn / one if one else None,
+        acc_enabled_ci=_ci(np.array(wilson_interval(yp, one, level))),
+        acc_disabled_ci=_ci(np.array(wilson_interval(yn, one, level))),
+        b=b,
+        c=c,
+        cond_b=b_r,
+        cond_c=c_r,
+        skip_b=b - b_r,
+        skip_c=c - c_r,
+        oae=oae,
+        rae=rae,
+        delta_skip=dskip,
+        agg_lift=lift,
+        selection_gap=gap,
+        sign_disagreement=bool(lift is not None and rae is not None and lift * rae < 0),
+        reportable=r >= min_cond,
+        oae_ci=_ci(cis[0]),
+        rae_ci=_ci(cis[1]),
+        delta_skip_ci=_ci(cis[2]),
+        agg_lift_ci=_ci(cis[3]),
+        selection_gap_ci=_ci(cis[4]),
+        mcnemar_p=float(mcnemar_exact(b, c)),
+        mcnemar_p_cond=float(mcnemar_exact(b_r, c_r)),
+        funnel=funnel,
+    )
+
+
+def compute_metrics(
+    runs: PairedRuns,
+    *,
+    min_cond: int = 10,
+    n_boot: int = 20_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> MetricsResult:
+    """One group per (model, benchmark) present, then one pooled group per model (`'*'`)."""
+    kw = {"min_cond": min_cond, "n_boot": n_boot, "seed": seed, "level": level}
+    groups: list[GroupMetrics] = []
+    for mi in np.unique(runs.model):
+        in_model = runs.model == mi
+        model_name = runs.models[mi]
+        for bi in np.unique(runs.benchmark[in_model]):
+            sub = runs.subset(in_model & (runs.benchmark == bi))
+            groups.append(group_metrics(sub, model_name, runs.benchmarks[bi], **kw))
+        groups.append(group_metrics(runs.subset(in_model), model_name, "*", **kw))
+    return MetricsResult(
+        groups=tuple(groups),
+        settings={"min_cond": min_cond, "bootstrap": n_boot, "seed": seed, "level": level},
+        n_unpaired=runs.n_unpaired,
+        n_error_pairs=runs.n_error_pairs,
+    )

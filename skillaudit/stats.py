@@ -1,0 +1,131 @@
+"""Statistics: exact McNemar, task-level paired bootstrap, Wilson intervals, Benjamini-Hochberg."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy import stats as _st
+
+# Above this many distinct unit patterns the bootstrap resamples unit indices in chunks instead.
+_MAX_PATTERNS = 4096
+_CHUNK_CELLS = 8_000_000
+
+
+def mcnemar_exact(b: int | np.ndarray, c: int | np.ndarray) -> float | np.ndarray:
+    """Two-sided exact McNemar p-value: binomial test of b successes in b + c trials at 1/2.
+
+    Returns 1.0 where b + c = 0 (no discordant pairs, no evidence either way).
+    """
+    b_arr = np.asarray(b, dtype=np.int64)
+    c_arr = np.asarray(c, dtype=np.int64)
+    n = b_arr + c_arr
+    k = np.minimum(b_arr, c_arr)
+    p = np.minimum(1.0, 2.0 * _st.binom.cdf(k, n, 0.5))
+    p = np.where(n == 0, 1.0, p)
+    return float(p) if p.ndim == 0 else p
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a proportion k/n; (nan, nan) when n = 0."""
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    z = _st.norm.ppf(0.5 + level / 2)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (float(max(0.0, centre - half)), float(min(1.0, centre + half)))
+
+
+def bh_qvalues(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (q-values); NaN inputs stay NaN and are not counted."""
+    p = np.asarray(p, dtype=float)
+    q = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = ok.size
+    if m == 0:
+        return q
+    order = ok[np.argsort(p[ok], kind="stable")]
+    ranked = p[order] * m / np.arange(1, m + 1)
+    ranked = np.minimum.accumulate(ranked[::-1])[::-1]
+    q[order] = np.minimum(ranked, 1.0)
+    return q
+
+
+def unit_sums(units: np.ndarray, values: np.ndarray, n_units: int | None = None) -> np.ndarray:
+    """Sum the per-pair rows of `values` (pairs x K) into per-unit rows (units x K)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    n_units = int(units.max()) + 1 if n_units is None and units.size else (n_units or 0)
+    out = np.empty((n_units, values.shape[1]))
+    for k in range(values.shape[1]):
+        out[:, k] = np.bincount(units, weights=values[:, k], minlength=n_units)
+    return out
+
+
+def bootstrap_totals(
+    unit_values: np.ndarray, n_boot: int, seed: int | np.random.Generator = 0
+) -> np.ndarray:
+    """Column totals of `n_boot` resamples (with replacement) of the rows of `unit_values`.
+
+    Units with identical rows are interchangeable, so resampling n units is a multinomial draw
+    over the distinct row patterns: a (n_boot x patterns) @ (patterns x K) product, exact and
+    independent of the number of tasks. Falls back to chunked index resampling when rows are
+    too varied for that to pay off.
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    n = unit_values.shape[0]
+    k = unit_values.shape[1]
+    if n == 0:
+        return np.zeros((n_boot, k))
+    patterns, counts = np.unique(unit_values, axis=0, return_counts=True)
+    if patterns.shape[0] <= _MAX_PATTERNS:
+        weights = rng.multinomial(n, counts / n, size=n_boot).astype(np.float64)
+        return weights @ patterns
+    out = np.empty((n_boot, k))
+    chunk = max(1, _CHUNK_CELLS // n)
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        for j in range(k):
+            out[start:stop, j] = unit_values[idx, j].sum(axis=1)
+    return out
+
+
+def percentile_ci(samples: np.ndarray, level: float = 0.95) -> np.ndarray:
+    """Percentile interval per column of `samples` (resamples x statistics); NaNs are ignored."""
+    samples = np.asarray(samples, dtype=float)
+    if samples.ndim == 1:
+        samples = samples[:, None]
+    alpha = (1 - level) / 2
+    out = np.full((samples.shape[1], 2), np.nan)
+    for j in range(samples.shape[1]):
+        col = samples[:, j]
+        col = col[~np.isnan(col)]
+        if col.size:
+            out[j] = np.quantile(col, [alpha, 1 - alpha])
+    return out
+
+
+def paired_bootstrap_ci(
+    units: np.ndarray,
+    values: np.ndarray,
+    statistic: Callable[[np.ndarray], np.ndarray],
+    n_boot: int = 20_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> np.ndarray:
+    """Task-level paired bootstrap CIs.
+
+    `units` gives each pair's task unit (all epochs of a task share one), `values` the per-pair
+    columns whose totals define the statistics, `statistic` maps totals (B x K) to statistics
+    (B x S). Returns an (S x 2) array of percentile intervals.
+    """
+    _, inverse = np.unique(units, return_inverse=True)
+    per_unit = unit_sums(inverse.ravel(), values)
+    totals = bootstrap_totals(per_unit, n_boot, seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stats = statistic(totals)
+    return percentile_ci(stats, level)
