@@ -74,12 +74,10 @@ class PairedRuns:
         """y+ - y- per pair in {-1, 0, +1} (int8)."""
         return self.y_pos.astype(np.int8) - self.y_neg.astype(np.int8)
 
-    def unit_ids(self, pooled_benchmarks: bool = False) -> np.ndarray:
-        """Bootstrap unit per pair: a task (all its epochs) inside its model and benchmark."""
-        key = np.stack([self.model, self.benchmark, self.task], axis=1)
-        if pooled_benchmarks:
-            key = key.copy()
-        return np.unique(key, axis=0, return_inverse=True)[1].ravel()
+    def unit_ids(self) -> np.ndarray:
+        """Bootstrap unit per pair (0..n_units-1): a task, with all its epochs, in its model and benchmark."""
+        key = (self.model.astype(np.int64) * len(self.benchmarks) + self.benchmark) * len(self.tasks) + self.task
+        return np.unique(key, return_inverse=True)[1].ravel()
 
     def subset(self, mask: np.ndarray) -> PairedRuns:
         """Only the pairs where `mask` is true (vocabularies are kept)."""
@@ -115,7 +113,8 @@ class _Interner(dict):
         return tuple(sorted(self, key=self.__getitem__))
 
 
-def _open(path: str) -> tuple[str, IO[bytes]]:
+def _open(path: str | Path) -> tuple[str, IO[bytes]]:
+    path = str(path)
     if path == "-":
         return "<stdin>", sys.stdin.buffer
     p = Path(path)
@@ -135,6 +134,14 @@ def _open(path: str) -> tuple[str, IO[bytes]]:
 def _describe(value: Any) -> str:
     text = orjson.dumps(value).decode() if not isinstance(value, bytes) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return {list: "array", str: "string", int: "number", float: "number"}.get(type(value), "value")
 
 
 def _as_bool(value: Any, name: str) -> bool:
@@ -256,10 +263,10 @@ def load_runs(
                     rec = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:
                     if b"\xff" in line or b"\xfe" in line or "UTF-8" in str(exc):
-                        raise RunLogError(f"{where}: not UTF-8 text (binary data?)") from None
+                        raise RunLogError(f"{where}: binary data, not a JSON Lines text file") from None
                     raise RunLogError(f"{where}: invalid JSON (column {exc.pos + 1})") from None
                 if not isinstance(rec, dict):
-                    raise RunLogError(f"{where}: record must be a JSON object, got {type(rec).__name__ if not isinstance(rec, list) else 'array'}")
+                    raise RunLogError(f"{where}: record must be a JSON object, got {_json_type(rec)}")
                 try:
                     for req in ("task_id", "condition", "correct"):
                         if req not in rec:
@@ -345,7 +352,7 @@ def load_runs(
             c = ENABLED if only == "enabled" else DISABLED
             examples.append(
                 f"{names[first_src[c][s]]}:{first_line[c][s]}: {inv_models[m]}/{inv_benches[b]}/"
-                f"{inv_tasks[t]} epoch {e} has only a {only} record"
+                f"{inv_tasks[t]} epoch {e} has only its {only} record"
             )
         if strict:
             raise UnpairedError(

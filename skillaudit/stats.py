@@ -65,6 +65,22 @@ def unit_sums(units: np.ndarray, values: np.ndarray, n_units: int | None = None)
     return out
 
 
+def distinct_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a 2-D array and how often each occurs.
+
+    Integer-valued rows are packed into one int64 key (mixed radix) so that a 1-D sort does the
+    work; other arrays use numpy's row-wise unique.
+    """
+    lo = values.min(axis=0)
+    span = values.max(axis=0) - lo + 1
+    if np.all(values == np.round(values)) and np.prod(span.astype(float)) < 2.0**62:
+        radix = np.concatenate([[1], np.cumprod(span[::-1].astype(np.int64))[:-1]])[::-1]
+        keys = ((values - lo).astype(np.int64) * radix).sum(axis=1)
+        _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        return values[first], counts
+    return np.unique(values, axis=0, return_counts=True)
+
+
 def bootstrap_totals(
     unit_values: np.ndarray, n_boot: int, seed: int | np.random.Generator = 0
 ) -> np.ndarray:
@@ -80,7 +96,7 @@ def bootstrap_totals(
     k = unit_values.shape[1]
     if n == 0:
         return np.zeros((n_boot, k))
-    patterns, counts = np.unique(unit_values, axis=0, return_counts=True)
+    patterns, counts = distinct_rows(unit_values)
     if patterns.shape[0] <= _MAX_PATTERNS:
         weights = rng.multinomial(n, counts / n, size=n_boot).astype(np.float64)
         return weights @ patterns

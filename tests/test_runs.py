@@ -1,0 +1,183 @@
+"""Run-log reading and pairing (DESIGN §3.1)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from skillaudit.errors import RunLogError, UnpairedError
+from skillaudit.library import Library, Skill
+from skillaudit.runs import load_runs
+
+from _factories import pair
+
+
+def test_pairs_on_model_benchmark_task_epoch(write_jsonl):
+    """Records pair on (model, benchmark, task_id, epoch), whatever their order in the file."""
+    recs = pair("t1", True, False, model="m", benchmark="b") + pair("t1", False, False, model="m", benchmark="b", epoch=2)
+    recs += pair("t1", True, True, model="m2", benchmark="b")
+    runs = load_runs([write_jsonl(list(reversed(recs)))])
+    assert runs.n_pairs == 3
+    assert sorted(zip(runs.model.tolist(), runs.epoch.tolist())) == [(0, 1), (0, 2), (1, 1)] or runs.models
+    key = {(runs.models[m], e): (bool(p), bool(n)) for m, e, p, n in zip(runs.model, runs.epoch, runs.y_pos, runs.y_neg)}
+    assert key == {("m", 1): (True, False), ("m", 2): (False, False), ("m2", 1): (True, True)}
+
+
+def test_condition_aliases_and_integer_correct(write_jsonl):
+    """on/off and skills_on/skills_off are accepted, and correct may be 0/1."""
+    recs = [
+        {"task_id": "a", "condition": "on", "correct": 1},
+        {"task_id": "a", "condition": "off", "correct": 0},
+        {"task_id": "b", "condition": "skills_on", "correct": 0},
+        {"task_id": "b", "condition": "skills_off", "correct": True},
+    ]
+    runs = load_runs([write_jsonl(recs)])
+    assert runs.flip.tolist() == [1, -1]
+    assert runs.models == ("default",) and runs.benchmarks == ("default",)
+
+
+def test_retrieved_set_is_deduplicated_in_rank_order(write_jsonl):
+    """Skills from several calls form one set, ranked by first appearance, scores kept (max)."""
+    on = {
+        "task_id": "t", "condition": "enabled", "correct": True,
+        "retrievals": [
+            {"query": "x", "skills": [{"id": "b", "score": 2.0}, {"id": "a", "score": 1.0}], "error": None},
+            {"query": "y", "skills": [{"id": "a", "score": 5.0}, {"id": "c", "score": 0.5}], "error": None},
+        ],
+    }
+    runs = load_runs([write_jsonl([on, {"task_id": "t", "condition": "disabled", "correct": False}])])
+    row = runs.ranks.getrow(0)
+    got = {runs.skills[j]: int(v) for j, v in zip(row.indices, row.data)}
+    assert got == {"b": 1, "a": 2, "c": 3}
+    srow = runs.scores.getrow(0)
+    scores = {runs.skills[j]: float(v) for j, v in zip(srow.indices, srow.data)}
+    assert scores == {"b": 2.0, "a": 5.0, "c": 0.5}
+    assert runs.retrieved.tolist() == [True] and runs.invoked.tolist() == [True]
+
+
+def test_invoked_without_results_is_not_in_s_call(write_jsonl):
+    """A call that returned no skill counts as invoked but not retrieved."""
+    recs = pair("t", True, False, retrieved=[]) + pair("u", True, False)
+    runs = load_runs([write_jsonl(recs)])
+    assert runs.invoked.tolist() == [True, False]
+    assert runs.retrieved.tolist() == [False, False]
+
+
+def test_retrieved_shorthand_is_one_call(write_jsonl):
+    """`retrieved: [ids]` is read as one call that returned those skills."""
+    recs = [{"task_id": "t", "condition": "on", "correct": True, "retrieved": ["x", "y"]},
+            {"task_id": "t", "condition": "off", "correct": True}]
+    runs = load_runs([write_jsonl(recs)])
+    assert runs.skills == ("x", "y") and runs.ranks.toarray().tolist() == [[1.0, 2.0]]
+
+
+def test_unpaired_records_are_counted_and_left_out(write_jsonl):
+    """A record without its other condition is left out, counted, and named in an example."""
+    recs = pair("t", True, True) + [{"task_id": "lonely", "condition": "enabled", "correct": True}]
+    path = write_jsonl(recs)
+    runs = load_runs([path])
+    assert runs.n_pairs == 1 and runs.n_unpaired == 1
+    assert runs.unpaired_examples == (f"{path}:3: default/default/lonely epoch 1 has only its enabled record",)
+    with pytest.raises(UnpairedError):
+        load_runs([path], strict=True)
+
+
+def test_error_records_drop_their_pair(write_jsonl):
+    """A harness error record removes its pair from the analysis and is counted."""
+    recs = pair("t", True, True) + pair("u", False, False)
+    recs[2]["error"] = "HTTP 500 after 5 retries"
+    runs = load_runs([write_jsonl(recs)])
+    assert runs.n_pairs == 1 and runs.n_error_pairs == 1
+
+
+def test_several_files_gzip_and_pairing_across_files(write_jsonl, tmp_path):
+    """Enabled and disabled halves may come from different files, gzip included."""
+    on, off = pair("t", True, False)
+    a = write_jsonl([on], "on.jsonl")
+    gz = tmp_path / "off.jsonl.gz"
+    with gzip.open(gz, "wt") as fh:
+        fh.write(json.dumps(off) + "\n")
+    runs = load_runs([str(a), str(gz)])
+    assert runs.n_pairs == 1 and runs.flip.tolist() == [1]
+
+
+def test_adherence_from_skill_id_or_code_line(write_jsonl):
+    """Adherence is seen when the answer names a retrieved skill or repeats one of its code lines."""
+    lib = Library(skills=(Skill(id="set-ops", name="set-ops", description="d",
+                                 body="```python\nreturn tuple(set(a) & set(b))\n```"),))
+    recs = (pair("t1", True, False, retrieved=["set-ops"], answer="def f(a, b):\n    return tuple(set(a) & set(b))")
+            + pair("t2", True, False, retrieved=["set-ops"], answer="def f(a, b): return [x for x in a if x in b]")
+            + pair("t3", True, False, retrieved=["set-ops"], answer="# following set-ops\n...")
+            + pair("t4", True, False, retrieved=["set-ops"]))
+    runs = load_runs([write_jsonl(recs)], library=lib)
+    assert runs.adhered.tolist() == [1, 0, 1, -1]
+
+
+BAD_CASES = [
+    ('{"task_id": "t", "condition": "enabled"', "runs.jsonl:1: invalid JSON (column 41)"),
+    ('[1, 2]', "runs.jsonl:1: record must be a JSON object, got array"),
+    ('{"condition": "enabled", "correct": true}', "runs.jsonl:1: missing required field 'task_id'"),
+    ('{"task_id": "t", "correct": true}', "runs.jsonl:1: missing required field 'condition'"),
+    ('{"task_id": "t", "condition": "on"}', "runs.jsonl:1: missing required field 'correct'"),
+    ('{"task_id": 7, "condition": "on", "correct": true}', "runs.jsonl:1: 'task_id' must be a non-empty string, got 7"),
+    ('{"task_id": "t", "condition": "maybe", "correct": true}',
+     "runs.jsonl:1: unknown condition \"maybe\" (expected enabled or disabled; aliases on/off, skills_on/skills_off)"),
+    ('{"task_id": "t", "condition": "on", "correct": "yes"}', "runs.jsonl:1: 'correct' must be true/false or 0/1, got \"yes\""),
+    ('{"task_id": "t", "condition": "on", "correct": 2}', "runs.jsonl:1: 'correct' must be true/false or 0/1, got 2"),
+    ('{"task_id": "t", "condition": "on", "correct": true, "epoch": 0}', "runs.jsonl:1: 'epoch' must be an integer >= 1, got 0"),
+    ('{"task_id": "t", "condition": "on", "correct": true, "retrievals": "x"}', "runs.jsonl:1: 'retrievals' must be a list of calls"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), BAD_CASES)
+def test_bad_records_name_file_and_line(write_jsonl, tmp_path, monkeypatch, line, message):
+    """Each malformed record raises RunLogError whose message starts with file:line."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl([line])
+    with pytest.raises(RunLogError) as err:
+        load_runs(["runs.jsonl"])
+    assert str(err.value) == message
+
+
+def test_duplicate_key_names_both_lines(write_jsonl, tmp_path, monkeypatch):
+    """A key seen twice for one condition is an error naming both line numbers."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(pair("t", True, False) + [{"task_id": "t", "condition": "on", "correct": False}])
+    with pytest.raises(RunLogError) as err:
+        load_runs(["runs.jsonl"])
+    assert str(err.value) == (
+        "runs.jsonl:3: duplicate enabled record for model='default' benchmark='default' "
+        "task_id='t' epoch=1 (first at runs.jsonl:1)"
+    )
+
+
+def test_binary_and_missing_files(tmp_path, monkeypatch):
+    """Binary garbage and missing files are input errors naming the file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "blob.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    with pytest.raises(RunLogError, match=r"^blob.jsonl:1: binary data, not a JSON Lines text file$"):
+        load_runs(["blob.jsonl"])
+    with pytest.raises(RunLogError, match=r"^nope.jsonl: no such file$"):
+        load_runs(["nope.jsonl"])
+
+
+def test_blank_lines_are_skipped_and_line_numbers_kept(write_jsonl, tmp_path, monkeypatch):
+    """Blank lines are ignored but still count for the line numbers in errors."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(["", json.dumps(pair("t", True, True)[0]), "", "{bad"])
+    with pytest.raises(RunLogError, match=r"^runs.jsonl:4: invalid JSON"):
+        load_runs(["runs.jsonl"])
+
+
+def test_subset_and_select_keep_vocabularies(write_jsonl):
+    """select() narrows to one model/benchmark and keeps the sparse rows aligned."""
+    recs = pair("t", True, False, retrieved=["a"], model="m1") + pair("t", False, True, retrieved=["b"], model="m2")
+    runs = load_runs([write_jsonl(recs)])
+    sub = runs.select(model="m2")
+    assert sub.n_pairs == 1 and sub.flip.tolist() == [-1]
+    assert [sub.skills[j] for j in sub.ranks.indices] == ["b"]
+    assert runs.select(model="absent").n_pairs == 0
+    assert np.array_equal(runs.select().y_pos, runs.y_pos)

@@ -1,0 +1,135 @@
+"""Exact McNemar, Wilson, Benjamini-Hochberg and the task-level bootstrap."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from skillaudit.stats import (
+    bh_qvalues,
+    bootstrap_totals,
+    mcnemar_exact,
+    paired_bootstrap_ci,
+    percentile_ci,
+    wilson_interval,
+)
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "expected"),
+    [
+        (0, 0, 1.0),
+        (10, 2, 2 * (1 + 12 + 66) / 4096),  # 0.0385742...
+        (0, 5, 2 / 32),
+        (2, 10, 2 * (1 + 12 + 66) / 4096),
+        (3, 3, 1.0),
+        (1, 0, 1.0),
+        (7, 0, 2 / 128),
+    ],
+)
+def test_mcnemar_exact_matches_hand_computed_binomial(b, c, expected):
+    """The exact McNemar p is 2 * P(X <= min(b, c)) for X ~ Bin(b + c, 1/2), capped at 1."""
+    assert mcnemar_exact(b, c) == pytest.approx(expected, abs=1e-12)
+
+
+def test_mcnemar_is_vectorised():
+    """Arrays of counts give an array of p-values."""
+    p = mcnemar_exact(np.array([0, 10, 0]), np.array([0, 2, 5]))
+    assert p.tolist() == pytest.approx([1.0, 158 / 4096, 0.0625])
+
+
+def test_wilson_interval_known_value():
+    """Wilson 95% interval of 8/10 matches the textbook value (0.490, 0.943)."""
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    assert all(np.isnan(wilson_interval(0, 0)))
+
+
+def test_bh_qvalues_against_hand_computation():
+    """q_i = min over j >= i of p_(j) * m / j, in the original order; NaN stays NaN."""
+    p = np.array([0.01, 0.04, 0.03, np.nan, 0.20])
+    # sorted: 0.01, 0.03, 0.04, 0.20 (m=4): raw 0.04, 0.06, 0.0533, 0.20 -> monotone 0.04, 0.0533, 0.0533, 0.2
+    q = bh_qvalues(p)
+    assert q[0] == pytest.approx(0.04)
+    assert q[2] == pytest.approx(0.16 / 3)
+    assert q[1] == pytest.approx(0.16 / 3)
+    assert np.isnan(q[3]) and q[4] == pytest.approx(0.20)
+
+
+def test_bootstrap_totals_patterns_equal_index_resampling():
+    """The multinomial-over-patterns bootstrap has the same distribution as resampling indices."""
+    rng = np.random.default_rng(3)
+    units = rng.integers(0, 2, size=(200, 2)).astype(float)
+    fast = bootstrap_totals(units, 4000, 1)
+    idx = rng.integers(0, 200, size=(4000, 200))
+    slow = units[idx].sum(axis=1)
+    assert fast.mean(axis=0) == pytest.approx(slow.mean(axis=0), rel=0.02)
+    assert fast.std(axis=0) == pytest.approx(slow.std(axis=0), rel=0.08)
+
+
+def test_bootstrap_is_deterministic_given_seed():
+    """The same seed gives the same resamples; another seed gives others."""
+    units = np.random.default_rng(0).integers(0, 3, size=(50, 3)).astype(float)
+    assert np.array_equal(bootstrap_totals(units, 100, 7), bootstrap_totals(units, 100, 7))
+    assert not np.array_equal(bootstrap_totals(units, 100, 7), bootstrap_totals(units, 100, 8))
+
+
+def test_bootstrap_falls_back_for_varied_units():
+    """Units with many distinct rows are resampled by index, with the right totals' mean."""
+    units = np.random.default_rng(0).normal(size=(6000, 1))
+    tot = bootstrap_totals(units, 200, 0)
+    assert tot.shape == (200, 1)
+    assert tot.mean() == pytest.approx(units.sum(), abs=4 * units.std() * np.sqrt(6000) / np.sqrt(200))
+
+
+def test_paired_bootstrap_keeps_epochs_of_a_task_together():
+    """With one task observed in several epochs the interval collapses to the point estimate."""
+    units = np.zeros(4, dtype=int)
+    flips = np.array([[1.0, 1], [-1, 1], [0, 1], [1, 1]])
+    ci = paired_bootstrap_ci(units, flips, lambda t: (t[:, 0] / t[:, 1])[:, None], n_boot=500)
+    assert ci[0].tolist() == [0.25, 0.25]
+
+
+def test_bootstrap_20000_by_1000_tasks_is_fast():
+    """20,000 resamples of 1,000 tasks finish well under a second (a sanity bound, not a benchmark)."""
+    rng = np.random.default_rng(0)
+    values = np.column_stack([np.ones(1000), rng.integers(-1, 2, 1000)]).astype(float)
+    t0 = time.perf_counter()
+    paired_bootstrap_ci(np.arange(1000), values, lambda t: (t[:, 1] / t[:, 0])[:, None], n_boot=20_000)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_bootstrap_coverage_on_simulated_data():
+    """About 95% of RAE intervals cover the true effect over many simulated paired runs."""
+    rng = np.random.default_rng(42)
+    p_b, p_c, n, reps = 0.20, 0.10, 300, 300  # true paired effect 0.10
+    covered = 0
+    for _ in range(reps):
+        u = rng.random(n)
+        flip = np.where(u < p_b, 1.0, np.where(u < p_b + p_c, -1.0, 0.0))
+        vals = np.column_stack([np.ones(n), flip])
+        ci = paired_bootstrap_ci(np.arange(n), vals, lambda t: (t[:, 1] / t[:, 0])[:, None],
+                                 n_boot=2000, seed=int(rng.integers(1 << 30)))[0]
+        covered += ci[0] <= 0.10 <= ci[1]
+    assert 0.91 <= covered / reps <= 0.98
+
+
+def test_percentile_ci_ignores_nan():
+    """Resamples where a statistic is undefined (NaN) are ignored, not propagated."""
+    s = np.array([[np.nan], [1.0], [2.0], [3.0]])
+    ci = percentile_ci(s, level=0.5)
+    assert ci[0].tolist() == pytest.approx([1.5, 2.5])
+
+
+def test_distinct_rows_matches_numpy_unique():
+    """Packed-key distinct rows agree with numpy's row-wise unique, negatives and floats included."""
+    from skillaudit.stats import distinct_rows
+
+    rng = np.random.default_rng(0)
+    for values in (rng.integers(-3, 4, size=(500, 5)).astype(float), rng.normal(size=(50, 3)).round(1)):
+        rows, counts = distinct_rows(values)
+        ref_rows, ref_counts = np.unique(values, axis=0, return_counts=True)
+        got = sorted(zip(map(tuple, rows), counts.tolist()))
+        assert got == sorted(zip(map(tuple, ref_rows), ref_counts.tolist()))
