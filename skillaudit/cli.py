@@ -385,6 +385,275 @@ def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, output: s
     _finish_import(result, output, as_json, quiet)
 
 
+# ---- clusters / graph
+def _embedding_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+                        help="Embedding cache folder (default: $SKILLAUDIT_CACHE_DIR or the user cache dir).")(func)
+    func = click.option("--embed-model", type=click.Path(), default=None,
+                        help="A sentence-transformers model folder to use instead of the bundled all-MiniLM-L6-v2.")(func)
+    func = click.option("--embedder", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
+                        help="minilm (sentence-transformers, offline) or tfidf (TF-IDF + SVD, no model).")(func)
+    func = click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
+                        help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.45 tfidf).")(func)
+    return func
+
+
+def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, model: str | None,
+                     benchmark: str | None, attribution: str, embedder: str, embed_model: str | None,
+                     cache_dir: str | None, threshold: float | None, distance: float | None = None) -> Any:
+    """Load runs and library, attribute, cluster; warn about a fallback to tfidf."""
+    from .attribution import attribute
+    from .clusters import cluster_library
+
+    lib = load_library_for_cli(skills_path)
+    paired = load_runs_for_cli(runs, strict, lib).select(model, benchmark)
+    if paired.n_pairs == 0:
+        raise CommandError("no pairs left after --model/--benchmark")
+    rows = {r.skill_id: r for r in attribute(paired, library=lib, scheme=attribution, regression=False).skills}
+    report = cluster_library(lib, rows, paired, embedder=embedder, model_path=embed_model,
+                             cache_dir=cache_dir, threshold=threshold, distance_threshold=distance)
+    if report.fallback_reason:
+        warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
+    return lib, paired, rows, report
+
+
+@cli.command()
+@runs_argument()
+@skills_option(required=True)
+@_embedding_options
+@click.option("--distance", type=click.FloatRange(0.0, 2.0), default=None,
+              help="Clustering cosine distance cut (default: 0.45 minilm, 0.75 tfidf).")
+@click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
+              show_default=True, help="How a pair's flip is shared among its retrieved skills.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the Louvain communities.")
+@filter_options
+@strict_option
+@json_option
+@reports_errors
+def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, embedder: str,
+             embed_model: str | None, cache_dir: str | None, distance: float | None, attribution: str,
+             seed: int, model: str | None, benchmark: str | None, strict: bool, as_json: bool) -> None:
+    """Families of skills by embedding, ranked by the harm they concentrate.
+
+    A cluster is harmful when its members are net-harmful as a group (pooled exact McNemar over
+    the pairs retrieving any member, p <= 0.05) and not because of one member alone. Also lists
+    near-duplicate pairs, co-retrieval communities and pairs that do worse together.
+    """
+    from .graph import co_retrieval_graph, communities, community_summary, interference
+
+    _, paired, rows, report = _clusters_inputs(runs, skills_path, strict, model, benchmark, attribution,
+                                               embedder, embed_model, cache_dir, threshold, distance)
+    g = co_retrieval_graph(paired, rows)
+    comms = community_summary(g, communities(g, seed=seed))
+    inter = [x.to_dict() for x in interference(paired)]
+    if as_json:
+        doc = {"schema": "skillaudit.clusters/v1", **report.to_dict(), "communities": comms,
+               "interference": inter, "inputs": list(runs)}
+        emit_json(doc)
+        return
+    click.echo(f"embedder: {report.embedder} ({report.model_id}); "
+               f"{report.n_encoded} skill(s) encoded, {report.n_cached} from cache")
+    multi = [c for c in report.clusters if len(c.skills) > 1 or c.harmful]
+    click.echo(f"\nclusters, most harmful first ({len(report.clusters)} in all; "
+               f"{len(report.clusters) - len(multi)} single-skill clusters not shown):")
+    for c in multi:
+        flag = "HARMFUL" if c.harmful else "       "
+        click.echo(f"  {flag} #{c.id:<3} net {c.net:+4d} over {c.n_pairs:4d} pairs  share {c.share:+7.2f}  "
+                   f"[{c.label}]")
+        click.echo(f"           {', '.join(c.skills)}")
+        click.echo(f"           {c.reason}")
+    click.echo(f"\nnear-duplicates (similarity >= {report.near_duplicate_threshold:.2f}):")
+    for a, b, s in report.near_duplicates or [("(none)", "", float("nan"))]:
+        click.echo(f"  {s:.3f}  {a} ~ {b}" if b else f"  {a}")
+    click.echo("\nco-retrieval communities (Louvain):")
+    for cm in comms or [{"id": "-", "skills": ["(none)"], "net": 0, "weight": 0}]:
+        click.echo(f"  {cm['id']}: net {cm['net']:+d}, {cm['weight']} co-retrievals: {', '.join(cm['skills'])}")
+    click.echo("\ninterference (worse together than either without the other):")
+    if not inter:
+        click.echo("  (none)")
+    for x in inter:
+        a, b = x["skills"]
+        click.echo(f"  {a} + {b}: net {x['net_joint']:+d}/{x['n_joint']} together, "
+                   f"{x['net_a_only']:+d}/{x['n_a_only']} {a} alone, {x['net_b_only']:+d}/{x['n_b_only']} {b} alone "
+                   f"(p={x['p_value']:.3g})")
+
+
+@cli.command()
+@runs_argument()
+@skills_option(required=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False), required=True,
+              help="Output file: FILE.graphml (GraphML) or FILE.json (node-link JSON).")
+@_embedding_options
+@click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
+              show_default=True, help="How a pair's flip is shared among its retrieved skills.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the Louvain communities.")
+@filter_options
+@strict_option
+@json_option
+@reports_errors
+def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | None, embedder: str,
+          embed_model: str | None, cache_dir: str | None, attribution: str, seed: int,
+          model: str | None, benchmark: str | None, strict: bool, as_json: bool) -> None:
+    """Export the skill graph: co-retrieval edges (weight, net flips), near-duplicate edges
+    (similarity), interference flags, and per-skill counts, cluster and community."""
+    from pathlib import Path
+
+    from .errors import InputError
+    from .graph import interference, skill_graph, write_graph
+
+    if Path(out).suffix.lower() not in (".graphml", ".json"):
+        raise CommandError(f"{out}: --out must end in .graphml or .json")
+    if Path(out).resolve() == Path(skills_path).resolve() or any(Path(out).resolve() == Path(r).resolve() for r in runs if r != "-"):
+        raise CommandError(f"{out}: refusing to overwrite an input file")
+    lib, paired, rows, report = _clusters_inputs(runs, skills_path, strict, model, benchmark, attribution,
+                                                 embedder, embed_model, cache_dir, threshold)
+    g = skill_graph(paired, rows, lib, report.near_duplicates, report.cluster_of(),
+                    [c.id for c in report.clusters if c.harmful], seed=seed,
+                    interfering=interference(paired))
+    try:
+        fmt = write_graph(g, out)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write: {exc.strerror or exc}") from None
+    if as_json:
+        emit_json({"schema": "skillaudit.graph/v1", "out": out, "format": fmt,
+                   "nodes": g.number_of_nodes(), "edges": g.number_of_edges(), "embedder": report.embedder})
+    else:
+        click.echo(f"wrote {out} ({fmt}): {g.number_of_nodes()} skills, {g.number_of_edges()} edges")
+
+
+# ---- rank / prune / simulate
+_attribution_option = click.option(
+    "--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal", show_default=True,
+    help="How a pair's flip is shared among its retrieved skills: equally, by 1/rank, or by score.")
+_bootstrap_option = click.option(
+    "--bootstrap", "n_boot", default=2000, show_default=True, type=click.IntRange(min=0),
+    help="Task-level bootstrap resamples for the regression coefficients' CIs.")
+
+
+def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: bool, model: str | None,
+                       benchmark: str | None, attribution: str, n_boot: int, seed: int) -> Any:
+    from .attribution import attribute
+
+    lib = load_library_for_cli(skills_path)
+    paired = load_runs_for_cli(runs, strict, lib).select(model, benchmark)
+    if paired.n_pairs == 0:
+        raise CommandError("no pairs left after --model/--benchmark")
+    return lib, paired, attribute(paired, library=lib, scheme=attribution, n_boot=n_boot, seed=seed)
+
+
+@cli.command()
+@runs_argument()
+@skills_option()
+@_attribution_option
+@filter_options
+@click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Show only the N most harmful skills in the table (0 = all; JSON has all).")
+@_bootstrap_option
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@strict_option
+@json_option
+@reports_errors
+def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model: str | None,
+         benchmark: str | None, top: int, n_boot: int, seed: int, strict: bool, as_json: bool) -> None:
+    """Skills ranked by net rescues (b - c where they were retrieved), most harmful first.
+
+    All models and benchmarks are pooled unless --model/--benchmark narrow them. Shares split each
+    pair's flip among its retrieved skills and add up to the retrieval-triggered b - c; q is a
+    Benjamini-Hochberg q over exact McNemar tests; coef is a ridge regression of flips on the
+    retrieved skills that separates skills retrieved together (aliases: never retrieved apart).
+    """
+    from .render import rank_table
+
+    _, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed)
+    if as_json:
+        doc = result.to_dict()
+        doc["inputs"] = list(runs)
+        emit_json(doc)
+    else:
+        rank_table(result, top=top or None)
+
+
+@cli.command()
+@runs_argument()
+@skills_option(required=True)
+@_attribution_option
+@filter_options
+@click.option("--embedder", type=click.Choice(["minilm", "tfidf", "none"]), default="tfidf",
+              show_default=True, help="Near-duplicate detection for merge suggestions (none = skip).")
+@click.option("--apply", "apply_dir", type=click.Path(file_okay=False), default=None,
+              help="Write a pruned COPY of the library (plus PRUNED.md) into this new or empty folder.")
+@_bootstrap_option
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@strict_option
+@json_option
+@reports_errors
+def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str | None,
+          benchmark: str | None, embedder: str, apply_dir: str | None, n_boot: int, seed: int,
+          strict: bool, as_json: bool) -> None:
+    """One action per skill (prune, rewrite, merge, keep, needs-data, unused) and why.
+
+    Prune needs reliable net harm in the exposure counts AND in the regression, so an innocent skill
+    that is merely retrieved next to a harmful one is not pruned. The projected RAE/OAE without the
+    prune set is a projection. --apply writes a pruned copy; the library itself is never modified.
+    """
+    from .recommend import apply_prune, recommend
+    from .render import prune_table
+
+    lib, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
+                                             n_boot, seed)
+    near = harmful = None
+    if embedder != "none":
+        try:
+            from .clusters import find_near_duplicates, harmful_cluster_members
+        except ImportError as exc:
+            warn(f"near-duplicate detection unavailable ({exc}); no merge suggestions")
+        else:
+            near = find_near_duplicates(lib, embedder=embedder)
+            rows = {r.skill_id: r for r in result.skills}
+            harmful = harmful_cluster_members(lib, rows, paired, embedder=embedder)
+    out = recommend(paired, result, near_duplicates=near, harmful_clusters=harmful)
+    left_out = apply_prune(lib, out, apply_dir) if apply_dir is not None else None
+    if as_json:
+        doc = out.to_dict()
+        doc["inputs"] = list(runs)
+        if apply_dir is not None:
+            doc["applied"] = {"out_dir": apply_dir, "left_out": left_out}
+        emit_json(doc)
+    else:
+        prune_table(out)
+        if apply_dir is not None:
+            click.echo(f"wrote a pruned copy of {skills_path} to {apply_dir} "
+                       f"({len(left_out or [])} skill(s) left out; see PRUNED.md)")
+
+
+@cli.command()
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="New or empty folder for runs.jsonl, skills/ and truth.json.")
+@click.option("--tasks", "n_tasks", default=600, show_default=True, type=click.IntRange(min=1))
+@click.option("--skills", "n_skills", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--harmful", "n_harmful", default=2, show_default=True, type=click.IntRange(min=0))
+@click.option("--helpful", "n_helpful", default=2, show_default=True, type=click.IntRange(min=0))
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--effect", default=1.5, show_default=True, help="Planted effect on the logit scale.")
+@click.option("--seed", default=0, show_default=True)
+@reports_errors
+def simulate(out_dir: str, n_tasks: int, n_skills: int, n_harmful: int, n_helpful: int, epochs: int,
+             effect: float, seed: int) -> None:
+    """Write simulated paired runs with planted helpful/harmful/no-effect skills (for trying rank/prune).
+
+    Every harmful and helpful skill gets an innocent buddy that is usually retrieved with it; easier
+    tasks retrieve more often (a selection effect); the two runs of a pair differ by sampling noise.
+    truth.json says what was planted.
+    """
+    from .simulate import simulate as _simulate
+
+    sim = _simulate(n_tasks=n_tasks, n_skills=n_skills, n_harmful=n_harmful, n_helpful=n_helpful,
+                    epochs=epochs, effect=effect, seed=seed)
+    runs_path, lib_dir = sim.write(out_dir)
+    click.echo(f"wrote {runs_path} ({len(sim.records)} records) and {lib_dir} ({len(sim.skills)} skills); "
+               f"planted harmful: {', '.join(sim.ids('harmful')) or 'none'}")
+
+
 def main() -> None:
     cli(prog_name="skillaudit")
 
