@@ -654,6 +654,177 @@ def simulate(out_dir: str, n_tasks: int, n_skills: int, n_harmful: int, n_helpfu
                f"planted harmful: {', '.join(sim.ids('harmful')) or 'none'}")
 
 
+# ---- audit / compare
+def _progress(quiet: bool) -> Callable[[str], None] | None:
+    """Progress lines on stderr (never stdout, so --json stays clean); None with --quiet."""
+    if quiet:
+        return None
+
+    def say(message: str) -> None:
+        click.echo(f"skillaudit: {message}", err=True)
+
+    return say
+
+
+@cli.command(short_help="The whole audit as one report (HTML, Markdown, JSON, CSV, figures).")
+@click.argument("runs", nargs=-1, required=False, metavar="[RUNS...]")
+@skills_option()
+@click.option("--out", "out_dir", default="skillaudit-report", show_default=True,
+              type=click.Path(file_okay=False),
+              help="Report folder; replaced atomically, and only if it is new, empty or a previous report.")
+@click.option("--embedder", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
+              help="Skill embeddings for clusters and near-duplicates: minilm (offline model) or tfidf.")
+@click.option("--embed-model", type=click.Path(), default=None,
+              help="A sentence-transformers model folder to use instead of all-MiniLM-L6-v2.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Embedding cache folder (default: $SKILLAUDIT_CACHE_DIR or the user cache dir).")
+@click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
+              help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.50 tfidf).")
+@click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
+              show_default=True, help="How a pair's flip is shared among its retrieved skills.")
+@click.option("--min-cond", default=10, show_default=True, type=click.IntRange(min=1),
+              help="A cell is reportable only with at least this many retrieval-triggered pairs.")
+@click.option("--bootstrap", "n_boot", default=20_000, show_default=True, type=click.IntRange(min=0),
+              help="Paired bootstrap resamples of the metrics (the regression uses at most 2,000).")
+@click.option("--seed", default=0, show_default=True, help="Seed of every resampling step.")
+@strict_option
+@quiet_option
+@json_option
+@reports_errors
+def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder: str,
+          embed_model: str | None, cache_dir: str | None, threshold: float | None, attribution: str,
+          min_cond: int, n_boot: int, seed: int, strict: bool, quiet: bool, as_json: bool) -> None:
+    """The whole audit in one report folder: report.html, report.md, audit.json, skills.csv, figures/.
+
+    Runs metrics, per-skill attribution, clusters, near-duplicates, recommendations and the
+    co-retrieval graph; the HTML page is self-contained (no script, no network) and printable.
+    With no RUNS and no --skills it audits the bundled demo (sample_runs/ against skills/). The
+    --out folder is replaced only once the new report is complete, so a failed audit leaves the
+    previous report intact. Progress goes to stderr (--quiet silences it).
+    """
+    from .demo import demo_paths
+    from .report.build import build_audit
+    from .report.write import check_out_dir, write_report
+
+    demo = False
+    if not runs and skills_path is None:
+        d = demo_paths()
+        runs, skills_path, demo = tuple(str(p) for p in d.runs), str(d.skills), True
+    elif not runs:
+        raise click.UsageError("give the run logs to audit (RUNS...), or nothing at all for the bundled demo")
+    say = _progress(quiet)
+    inputs = [*runs, *([skills_path] if skills_path else [])]
+    check_out_dir(out_dir, inputs)  # fail before the long steps
+    if say and demo:
+        say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
+    lib = load_library_for_cli(skills_path)
+    paired = load_runs_for_cli(runs, strict, lib)
+    result = build_audit(
+        runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
+        near_duplicate_threshold=threshold, n_boot=n_boot, seed=seed, min_cond=min_cond,
+        attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=paired,
+    )
+    used = result.inputs["settings"].get("embedder_used")
+    if used and used != embedder:
+        warn(f"the {embedder} embedder could not be loaded; clusters use {used} instead")
+    written = write_report(result, out_dir, inputs=inputs, progress=say)
+    if as_json:
+        emit_json({**result.to_dict(), "report": written})
+        return
+    h = result.headline
+    click.echo(h["title"])
+    click.echo(f"  {h['text']}")
+    for v in h["per_model"]:
+        if len(h["per_model"]) > 1:
+            click.echo(f"  {v['model']}: {v['text']}")
+        if v["sign_text"]:
+            click.echo(f"  ⚠ sign disagreement ({v['model']}): {v['sign_text']}")
+    if h.get("action"):
+        click.echo(f"  {h['action']}")
+    click.echo(f"Report: {written['report']}")
+    click.echo(f"        (also report.md, audit.json, skills.csv and figures/ in {written['out']})")
+
+
+@cli.command()
+@runs_argument()
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+              help="Write Figure 1 (PNG) to this file.")
+@click.option("--benchmark", default=None,
+              help="Compare the models on this benchmark only (default: each model's benchmarks pooled).")
+@click.option("--min-cond", default=10, show_default=True, type=click.IntRange(min=1),
+              help="A model is reportable only with at least this many retrieval-triggered pairs.")
+@click.option("--bootstrap", "n_boot", default=20_000, show_default=True, type=click.IntRange(min=0),
+              help="Paired bootstrap resamples (task level) for the CIs.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@strict_option
+@quiet_option
+@json_option
+@reports_errors
+def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, min_cond: int,
+            n_boot: int, seed: int, strict: bool, quiet: bool, as_json: bool) -> None:
+    """The paper's Figure 1 across models: aggregate lift (x) against RAE (y), with 95% CIs.
+
+    A model in a shaded quadrant shows sign disagreement: the usual aggregate number (tasks that
+    retrieved skills vs tasks that did not) says the opposite of running the same tasks with and
+    without skills. Prints the table behind the figure; --out writes the PNG.
+    """
+    import os
+
+    from ._io import atomic_write_bytes
+    from .metrics import compute_metrics
+    from .render import console, pp, pp_ci, pval
+    from .report.compare import compare_doc
+    from .report.figures import figure1
+
+    say = _progress(quiet)
+    if out_file is not None and any(os.path.abspath(out_file) == os.path.abspath(r) for r in runs):
+        raise CommandError(f"--out {out_file}: is one of the run logs; choose another file")
+    paired = load_runs_for_cli(runs, strict)
+    if benchmark is not None:
+        if benchmark not in paired.benchmarks:
+            raise CommandError(f"--benchmark {benchmark}: not in these runs "
+                               f"(benchmarks: {', '.join(paired.benchmarks)})")
+        paired = paired.select(benchmark=benchmark)
+    if say:
+        say(f"paired metrics for {paired.n_pairs:,} pairs, {len(paired.models)} model(s): "
+            f"bootstrap with {n_boot:,} resamples")
+    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed)
+    doc = compare_doc(result.to_dict(), benchmark, figure=out_file)
+    if len(doc["models"]) < 2:
+        warn("Figure 1 compares models; these runs hold only one")
+    if out_file is not None:
+        png = figure1(doc["models"], title=None if benchmark is None else f"Aggregate lift vs RAE on {benchmark}")
+        if png is None:
+            raise CommandError("no model has both an aggregate lift and an RAE (need retrieving and "
+                               "non-retrieving tasks); nothing to draw", exit_code=1)
+        atomic_write_bytes(out_file, png)
+    if as_json:
+        emit_json(doc)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title="Aggregate lift vs RAE per model (percentage points; 95% CI)")
+    for col, just in [("model", "left"), ("benchmark", "left"), ("pairs", "right"), ("retrieved", "right"),
+                      ("agg lift", "right"), ("lift CI", "right"), ("RAE", "right"), ("RAE CI", "right"),
+                      ("b/c", "right"), ("p", "right"), ("", "left")]:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in doc["models"]:
+        flag = ("⚠ sign" if r["sign_disagreement"] else "") + ("" if r["reportable"] else " n<min")
+        t.add_row(r["model"], "all" if r["benchmark"] == "*" else r["benchmark"], str(r["n_pairs"]),
+                  str(r["n_cond"]), pp(r["agg_lift"]), pp_ci(r["agg_lift_ci"]), pp(r["rae"]),
+                  pp_ci(r["rae_ci"]), f"{r['cond_b']}/{r['cond_c']}", pval(r["mcnemar_p_cond"]),
+                  Text(flag.strip(), style="bold red" if r["sign_disagreement"] else ""),
+                  style="" if r["reportable"] else "dim")
+    out = console()
+    out.print(t)
+    if doc["n_sign_disagreement"]:
+        out.print(f"⚠ sign: {doc['n_sign_disagreement']} of {len(doc['models'])} model(s) — the aggregate "
+                  "lift says the opposite of running the same tasks with and without skills.")
+    if out_file is not None:
+        out.print(f"Figure 1: {os.path.abspath(out_file)}")
+
+
 def main() -> None:
     cli(prog_name="skillaudit")
 

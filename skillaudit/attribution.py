@@ -1,0 +1,479 @@
+"""Per-skill attribution of the retrieval-triggered effect (DESIGN §2).
+
+For every pair in S_call (the enabled run got at least one skill back) with deduplicated retrieved
+set K and flip f = y+ - y- in {-1, 0, +1}:
+
+- exposure counts: n_k, b_k, c_k, net_k = b_k - c_k, rae_k = net_k / n_k, exact McNemar p per
+  skill and a Benjamini-Hochberg q across the skills that were retrieved at least once (skills never
+  retrieved were not tested: their p and q are null);
+- additive share: each k in K gets f * w_k with weights summing to 1 over K (`equal`, `rank`,
+  `score`), so the shares of all skills add up to cond_b - cond_c exactly;
+- exclusive counts: the same counts over the pairs where k was the only skill retrieved;
+- regression: a ridge fit of the flips of S_call pairs on the pair x skill retrieval indicator
+  (no intercept, so a skill's coefficient is its additive effect on the flip rate, the same units
+  as rae_k), with a task-level bootstrap interval. Skills that were never retrieved apart
+  (identical columns) or whose column is a combination of others are reported as aliases with a
+  joint coefficient instead of a guessed split.
+
+Everything is sparse matrix products over the pair x skill matrix; no per-pair Python loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.linear_model import Ridge
+
+from .errors import InputError
+from .runs import PairedRuns
+from .stats import bh_qvalues, bootstrap_totals, mcnemar_exact, unit_sums
+
+SCHEMA = "skillaudit.rank/v1"
+SCHEMES = ("equal", "rank", "score")
+
+# Above this many cells (units x groups^2) the bootstrap loops over resamples instead of
+# resampling per-unit Gram matrices in one product.
+_MAX_GRAM_CELLS = 30_000_000
+
+
+class AttributionError(InputError):
+    """Attribution cannot be computed with the options given (unknown scheme, ...)."""
+
+
+# ---------------------------------------------------------------- regression estimator
+class SkillEffectRegression(RegressorMixin, BaseEstimator):
+    """Ridge regression of flips on a binary pair x skill retrieval matrix, with aliases and CIs.
+
+    `fit(X, y, groups)`: X (n x p, sparse or dense 0/1), y the flips, groups the bootstrap unit of
+    each row (a task with all its epochs). Columns that are identical (skills never retrieved
+    apart) are merged before fitting; their members get no individual coefficient (`coef_` NaN,
+    `identifiable_` False) and share `alias_coef_`, the estimate of their joint effect. Columns
+    that are a linear combination of other merged columns are likewise not identifiable.
+
+    Attributes after fit: `coef_` (p,), `coef_ci_` (p x 2), `coef_p_` (p,) two-sided bootstrap
+    p-values, `identifiable_` (p,) bool, `aliases_` list of index arrays per column (other columns
+    it cannot be told apart from), `alias_coef_` (p,), `alias_coef_ci_` (p x 2),
+    `boot_coef_` (n_boot x p) resampled coefficients.
+    The point estimate is `sklearn.linear_model.Ridge(alpha, fit_intercept=False)` on the merged
+    columns; each bootstrap resample solves the same normal equations with task multiplicities as
+    sample weights, all resamples in one batched solve.
+    """
+
+    def __init__(self, alpha: float = 1.0, n_boot: int = 2000, level: float = 0.95,
+                 random_state: int | None = 0) -> None:
+        self.alpha = alpha
+        self.n_boot = n_boot
+        self.level = level
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any, groups: Any = None) -> SkillEffectRegression:
+        X = sp.csr_matrix(X, dtype=np.float64)
+        X.data[:] = 1.0
+        y = np.asarray(y, dtype=np.float64).ravel()
+        n, p = X.shape
+        if y.shape[0] != n:
+            raise ValueError("X and y have different numbers of rows")
+        groups = np.arange(n) if groups is None else np.asarray(groups).ravel()
+        self.n_features_in_ = p
+
+        col_n = np.asarray(X.sum(axis=0)).ravel()
+        members, col_group = _identical_columns(X, col_n)
+        g = len(members)
+        # merged design: one column per group of identical (non-empty) columns
+        onehot = sp.csr_matrix(
+            (np.ones(len(col_group)), (np.arange(p), np.maximum(col_group, 0))), shape=(p, max(g, 1))
+        )
+        onehot = onehot.multiply((col_group >= 0)[:, None]).tocsr()
+        Z = (X @ onehot).tocsr()
+        Z.data[:] = 1.0
+
+        coef_g = np.full(g, np.nan)
+        ci_g = np.full((g, 2), np.nan)
+        p_g = np.full(g, np.nan)
+        est_g = np.zeros(g, dtype=bool)
+        boot_g = np.full((max(self.n_boot, 0), g), np.nan)
+        if g and n:
+            gram = (Z.T @ Z).toarray()
+            est_g = _estimable(gram)
+            ridge = Ridge(alpha=self.alpha, fit_intercept=False, solver="cholesky")
+            ridge.fit(Z if n * g > 5_000_000 else Z.toarray(), y)
+            coef_g = np.asarray(ridge.coef_, dtype=np.float64).ravel()
+            if self.n_boot > 0:
+                boot_g = self._bootstrap(Z, y, groups)
+                ci_g = _percentile(boot_g, self.level)
+                p_g = _boot_p(boot_g)
+        self.n_groups_ = g
+
+        coef = np.full(p, np.nan)
+        ci = np.full((p, 2), np.nan)
+        pv = np.full(p, np.nan)
+        ident = np.zeros(p, dtype=bool)
+        alias_coef = np.full(p, np.nan)
+        alias_ci = np.full((p, 2), np.nan)
+        aliases: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(p)]
+        boot = np.full((boot_g.shape[0], p), np.nan)
+        dependent = _dependent_sets(gram, est_g) if g and n else {}
+        for gi, cols in enumerate(members):
+            alone = len(cols) == 1 and est_g[gi]
+            for j in cols:
+                others = [k for k in cols if k != j]
+                for gj in dependent.get(gi, ()):
+                    others.extend(members[gj])
+                aliases[j] = np.array(sorted(set(others)), dtype=np.int64)
+                if alone:
+                    coef[j], ci[j], pv[j], ident[j] = coef_g[gi], ci_g[gi], p_g[gi], True
+                    boot[:, j] = boot_g[:, gi]
+                elif est_g[gi]:
+                    alias_coef[j], alias_ci[j] = coef_g[gi], ci_g[gi]
+        self.coef_ = coef
+        self.coef_ci_ = ci
+        self.coef_p_ = pv
+        self.identifiable_ = ident
+        self.aliases_ = aliases
+        self.alias_coef_ = alias_coef
+        self.alias_coef_ci_ = alias_ci
+        self.boot_coef_ = boot
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Additive flip prediction sum_k coef_k over retrieved skills (aliases: joint effect)."""
+        X = sp.csr_matrix(X, dtype=np.float64)
+        X.data[:] = 1.0
+        w = np.where(self.identifiable_, self.coef_, 0.0)
+        return np.asarray(X @ np.nan_to_num(w)).ravel()
+
+    def _bootstrap(self, Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Coefficients of `n_boot` task-level resamples (n_boot x groups)."""
+        n, g = Z.shape
+        _, unit = np.unique(groups, return_inverse=True)
+        unit = unit.ravel()
+        n_units = int(unit.max()) + 1
+        rng = np.random.default_rng(self.random_state)
+        eye = self.alpha * np.eye(g)
+        if n_units * g * g <= _MAX_GRAM_CELLS:
+            kr = _row_kron(Z)  # n x g^2: vec(z_i z_i')
+            agg = sp.csr_matrix((np.ones(n), (unit, np.arange(n))), shape=(n_units, n))
+            per_unit = np.hstack([(agg @ kr).toarray(), unit_sums(unit, (Z.multiply(y[:, None])).toarray(), n_units)])
+            totals = bootstrap_totals(per_unit, self.n_boot, rng)
+            grams = totals[:, : g * g].reshape(-1, g, g) + eye
+            rhs = totals[:, g * g :]
+            return _solve(grams, rhs)
+        out = np.empty((self.n_boot, g))
+        for bi in range(self.n_boot):
+            m = rng.multinomial(n_units, np.full(n_units, 1.0 / n_units)).astype(np.float64)
+            w = m[unit]
+            Zw = Z.multiply(w[:, None]).tocsr()
+            out[bi] = _solve((Z.T @ Zw).toarray()[None] + eye, (Zw.T @ y)[None])[0]
+        return out
+
+
+def _solve(grams: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.solve(grams, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:  # alpha = 0 and a resample lost a column: least squares
+        return np.stack([np.linalg.lstsq(a, b, rcond=None)[0] for a, b in zip(grams, rhs, strict=True)])
+
+
+def _row_kron(Z: sp.csr_matrix) -> sp.csr_matrix:
+    """Row-wise Kronecker product: row i is vec(z_i z_i') for the rows z_i of a 0/1 CSR matrix."""
+    n, g = Z.shape
+    counts = np.diff(Z.indptr)
+    rows = np.repeat(np.arange(n), counts * counts)
+    # for each nonzero j of row i, pair it with every nonzero of the same row
+    first = np.repeat(np.arange(Z.nnz), np.repeat(counts, counts))
+    start = np.repeat(Z.indptr[:-1], counts * counts)
+    pos_in_row = np.arange(rows.size) - np.repeat(np.cumsum(counts * counts) - counts * counts, counts * counts)
+    second = start + pos_in_row % np.repeat(np.maximum(counts, 1), counts * counts)
+    cols = Z.indices[first] * g + Z.indices[second]
+    return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, g * g))
+
+
+def _identical_columns(X: sp.csr_matrix, col_n: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
+    """Groups of identical non-empty columns (by their row sets) and each column's group (-1 = empty)."""
+    p = X.shape[1]
+    csc = X.tocsc()
+    csc.sort_indices()
+    col_group = np.full(p, -1, dtype=np.int64)
+    members: list[list[int]] = []
+    seen: dict[bytes, int] = {}
+    for j in range(p):  # one hash per skill column, not per pair
+        if col_n[j] == 0:
+            continue
+        key = csc.indices[csc.indptr[j] : csc.indptr[j + 1]].tobytes()
+        gi = seen.get(key)
+        if gi is None:
+            gi = seen[key] = len(members)
+            members.append([])
+        members[gi].append(j)
+        col_group[j] = gi
+    return members, col_group
+
+
+def _null_space(gram: np.ndarray) -> np.ndarray:
+    vals, vecs = np.linalg.eigh(gram)
+    tol = max(gram.shape) * np.finfo(float).eps * max(float(vals.max(initial=0.0)), 1.0) * 1e3
+    return vecs[:, vals <= tol]
+
+
+def _estimable(gram: np.ndarray) -> np.ndarray:
+    """Bool per column: its coefficient is estimable (orthogonal to the design's null space)."""
+    null = _null_space(gram)
+    if null.shape[1] == 0:
+        return np.ones(gram.shape[0], dtype=bool)
+    return np.linalg.norm(null, axis=1) < 1e-6
+
+
+def _dependent_sets(gram: np.ndarray, est: np.ndarray) -> dict[int, list[int]]:
+    """For each non-estimable merged column, the other columns entangled with it in the null space."""
+    if est.all():
+        return {}
+    load = np.abs(_null_space(gram)) > 1e-6
+    out: dict[int, list[int]] = {}
+    for gi in np.flatnonzero(~est):
+        vecs = load[gi]
+        out[int(gi)] = [int(k) for k in np.flatnonzero(load[:, vecs].any(axis=1)) if k != gi]
+    return out
+
+
+def _percentile(samples: np.ndarray, level: float) -> np.ndarray:
+    alpha = (1 - level) / 2
+    if samples.shape[0] == 0:
+        return np.full((samples.shape[1], 2), np.nan)
+    return np.quantile(samples, [alpha, 1 - alpha], axis=0).T
+
+
+def _boot_p(samples: np.ndarray) -> np.ndarray:
+    """Two-sided bootstrap p-value of coefficient = 0 (floored at 1/n_boot)."""
+    b = samples.shape[0]
+    lo = (samples <= 0).mean(axis=0)
+    hi = (samples >= 0).mean(axis=0)
+    return np.clip(2 * np.minimum(lo, hi), 1.0 / b, 1.0)
+
+
+# ---------------------------------------------------------------- results
+def _num(x: Any) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+@dataclass(frozen=True)
+class SkillAttribution:
+    """One skill's row of the `rank` table (fractions, not percentage points)."""
+
+    skill_id: str
+    n_retrieved: int
+    b: int
+    c: int
+    net: int
+    share: float
+    rae_k: float | None
+    p_value: float | None  # exact McNemar on (b, c); None when never retrieved (not tested)
+    q_value: float | None  # BH over the skills retrieved at least once
+    exclusive_n: int
+    exclusive_b: int
+    exclusive_c: int
+    in_library: bool | None  # None when no library was given
+    coef: float | None = None  # regression: additive effect on the flip rate
+    coef_ci: tuple[float, float] | None = None
+    coef_q: float | None = None  # BH over bootstrap p-values of the identifiable coefficients
+    identifiable: bool | None = None  # None when the regression was not run
+    aliases: tuple[str, ...] = ()
+    alias_coef: float | None = None  # joint effect of this skill and its aliases
+    alias_coef_ci: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "skill_id": self.skill_id, "n_retrieved": self.n_retrieved, "b": self.b, "c": self.c,
+            "net": self.net, "share": self.share, "rae_k": self.rae_k, "p_value": self.p_value,
+            "q_value": self.q_value, "exclusive_n": self.exclusive_n,
+            "exclusive_b": self.exclusive_b, "exclusive_c": self.exclusive_c,
+            "in_library": self.in_library, "coef": self.coef,
+            "coef_ci": list(self.coef_ci) if self.coef_ci else None, "coef_q": self.coef_q,
+            "identifiable": self.identifiable, "aliases": list(self.aliases),
+            "alias_coef": self.alias_coef,
+            "alias_coef_ci": list(self.alias_coef_ci) if self.alias_coef_ci else None,
+        }
+
+
+@dataclass(frozen=True)
+class AttributionResult:
+    """Per-skill rows (most harmful first) and the S_call totals they decompose."""
+
+    skills: tuple[SkillAttribution, ...]
+    totals: dict[str, int]
+    settings: dict[str, Any]
+    skill_ids: tuple[str, ...] = ()  # column order of `co_retrieval`
+    co_retrieval: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False, compare=False)
+
+    def get(self, skill_id: str) -> SkillAttribution | None:
+        for s in self.skills:
+            if s.skill_id == skill_id:
+                return s
+        return None
+
+    def partners(self, skill_id: str) -> list[tuple[str, int]]:
+        """Skills retrieved together with `skill_id`, most frequent first: [(id, n_together)]."""
+        if skill_id not in self.skill_ids:
+            return []
+        i = self.skill_ids.index(skill_id)
+        row = self.co_retrieval[i].copy()
+        row[i] = 0
+        order = np.lexsort((np.arange(row.size), -row))
+        return [(self.skill_ids[j], int(row[j])) for j in order if row[j] > 0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "settings": self.settings,
+            "skills": [s.to_dict() for s in self.skills],
+            "totals": dict(self.totals),
+        }
+
+
+# ---------------------------------------------------------------- computation
+def indicator(runs: PairedRuns) -> sp.csr_matrix:
+    """Pairs x skills 0/1 retrieval matrix (float64, CSR)."""
+    x = runs.ranks.tocsr().astype(np.float64, copy=True)
+    x.data[:] = 1.0
+    return x
+
+
+def share_weights(runs: PairedRuns, scheme: str = "equal") -> tuple[sp.csr_matrix, int]:
+    """Pairs x skills weights, each retrieving row summing to 1; and how many rows fell back to equal.
+
+    `equal`: 1/|K|. `rank`: proportional to 1/rank. `score`: proportional to the retrieval score;
+    a row with any missing, non-finite or negative score, or scores summing to 0, falls back to
+    equal weights (counted in the second return value).
+    """
+    if scheme not in SCHEMES:
+        raise AttributionError(f"unknown attribution scheme {scheme!r} (expected one of {', '.join(SCHEMES)})")
+    ranks = runs.ranks.tocsr()
+    n_rows = ranks.shape[0]
+    row_of = np.repeat(np.arange(n_rows), np.diff(ranks.indptr))
+    fallback = 0
+    if scheme == "equal":
+        vals = np.ones(ranks.nnz)
+    elif scheme == "rank":
+        vals = 1.0 / ranks.data.astype(np.float64)
+    else:
+        scores = runs.scores.tocsr()
+        vals = scores.data.astype(np.float64)
+        bad_entry = ~np.isfinite(vals) | (vals < 0)
+        bad_row = np.bincount(row_of, weights=bad_entry, minlength=n_rows) > 0
+        row_sum = np.bincount(row_of, weights=np.where(bad_entry, 0.0, vals), minlength=n_rows)
+        bad_row |= (row_sum <= 0) & (np.diff(ranks.indptr) > 0)
+        vals = np.where(bad_row[row_of], 1.0, vals)
+        fallback = int(bad_row.sum())
+    row_sum = np.bincount(row_of, weights=vals, minlength=n_rows)
+    vals = vals / row_sum[row_of]
+    w = sp.csr_matrix((vals, ranks.indices.copy(), ranks.indptr.copy()), shape=ranks.shape)
+    return w, fallback
+
+
+def attribute(
+    runs: PairedRuns,
+    library: Any = None,
+    scheme: str = "equal",
+    regression: bool = True,
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 1.0,
+    level: float = 0.95,
+) -> AttributionResult:
+    """Per-skill exposure counts, additive shares, exclusive counts and (optionally) regression.
+
+    Skills are the union of the ids retrieved in `runs` and the ids of `library`; a library skill
+    no pair retrieved appears with n_retrieved = 0 and null p/q (no test was possible). With a
+    library, retrieved ids missing from it have `in_library = False`; without one, `in_library`
+    is None. Rows are sorted by net ascending (most harmful first), ties by share, then id.
+    """
+    lib_ids: tuple[str, ...] = tuple(library.ids) if library is not None else ()
+    extra = tuple(sorted(set(lib_ids) - set(runs.skills)))
+    ids = tuple(runs.skills) + extra
+    p = len(ids)
+    X = indicator(runs)
+    W, fallback = share_weights(runs, scheme)
+    if extra:  # library skills nobody retrieved: empty columns
+        X = sp.hstack([X, sp.csr_matrix((X.shape[0], len(extra)))], format="csr")
+        W = sp.hstack([W, sp.csr_matrix((W.shape[0], len(extra)))], format="csr")
+
+    f = runs.flip.astype(np.float64)
+    pos = (f > 0).astype(np.float64)
+    neg = (f < 0).astype(np.float64)
+    k = runs.n_skills_retrieved
+    single = (k == 1).astype(np.float64)
+    cols = np.column_stack([np.ones_like(f), pos, neg, single, single * pos, single * neg, f])
+    counts = np.asarray(X.T @ cols)  # p x 7
+    n_k, b_k, c_k, ex_n, ex_b, ex_c = (np.rint(counts[:, i]).astype(np.int64) for i in range(6))
+    share = np.asarray(W.T @ f).ravel()
+    retrieved = n_k > 0
+    pvals = np.where(retrieved, mcnemar_exact(b_k, c_k), np.nan)
+    qvals = bh_qvalues(pvals)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rae = np.where(retrieved, (b_k - c_k) / np.maximum(n_k, 1), np.nan)
+
+    in_cond = runs.retrieved
+    totals = {
+        "cond_b": int((pos * in_cond).sum()),
+        "cond_c": int((neg * in_cond).sum()),
+        "n_cond": int(in_cond.sum()),
+    }
+
+    reg: SkillEffectRegression | None = None
+    coef_q = np.full(p, np.nan)
+    if regression:
+        rows = np.flatnonzero(in_cond)
+        reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
+        reg.fit(X[rows], f[rows], groups=runs.unit_ids()[rows])
+        coef_q = bh_qvalues(np.where(reg.identifiable_, reg.coef_p_, np.nan))
+
+    lib_set = set(lib_ids)
+    rows_out = []
+    for j, sid in enumerate(ids):
+        kw: dict[str, Any] = {}
+        if reg is not None:
+            ci = reg.coef_ci_[j]
+            aci = reg.alias_coef_ci_[j]
+            kw = {
+                "coef": _num(reg.coef_[j]),
+                "coef_ci": (float(ci[0]), float(ci[1])) if np.isfinite(ci).all() else None,
+                "coef_q": _num(coef_q[j]),
+                "identifiable": bool(reg.identifiable_[j]),
+                "aliases": tuple(ids[a] for a in reg.aliases_[j]),
+                "alias_coef": _num(reg.alias_coef_[j]),
+                "alias_coef_ci": (float(aci[0]), float(aci[1])) if np.isfinite(aci).all() else None,
+            }
+        rows_out.append(
+            SkillAttribution(
+                skill_id=sid, n_retrieved=int(n_k[j]), b=int(b_k[j]), c=int(c_k[j]),
+                net=int(b_k[j] - c_k[j]), share=float(share[j]), rae_k=_num(rae[j]),
+                p_value=_num(pvals[j]), q_value=_num(qvals[j]), exclusive_n=int(ex_n[j]),
+                exclusive_b=int(ex_b[j]), exclusive_c=int(ex_c[j]),
+                in_library=(sid in lib_set) if library is not None else None, **kw,
+            )
+        )
+    rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
+    co = (X.T @ X).toarray() if p * p <= 25_000_000 else np.zeros((0, 0))
+    settings = {
+        "attribution": scheme,
+        "regression": bool(regression),
+        "ridge_alpha": alpha,
+        "bootstrap": n_boot if regression else 0,
+        "seed": seed,
+        "level": level,
+        "n_pairs": runs.n_pairs,
+        "score_fallback_pairs": fallback,
+        "untested": "skills never retrieved have null p/q and are not counted in BH",
+    }
+    return AttributionResult(skills=tuple(rows_out), totals=totals, settings=settings,
+                             skill_ids=ids, co_retrieval=co)
+
+
+def attribute_ids(result: AttributionResult, ids: Sequence[str]) -> list[SkillAttribution]:
+    """The rows of `ids` in the order given (missing ids are skipped)."""
+    by_id = {s.skill_id: s for s in result.skills}
+    return [by_id[i] for i in ids if i in by_id]

@@ -1,0 +1,267 @@
+"""Simulated paired run logs with planted skill effects, for tests and for trying the method.
+
+`simulate(...)` returns records in the run-log format (DESIGN §3.1), a skill library and the ground
+truth. The generative model, per (model, task):
+
+- difficulty: a task logit `a` (shared by models, shifted per model); P(correct, disabled) =
+  sigmoid(a);
+- selection: the agent calls the tool with P = sigmoid(logit(trigger_rate) + selection * z(a)), so
+  with `selection > 0` easier tasks retrieve more often (harder with `selection < 0`);
+- retrieval: a primary skill drawn by popularity; its *buddy* (an innocent no-effect skill planted
+  next to every harmful and helpful skill) joins it with probability `co_retrieval`; *alias* pairs
+  always come together; with probability `extra_rate` one more skill joins (at most 3, rank order =
+  draw order, BM25-like decreasing scores). The retrieved set is the same in every epoch;
+- outcome: P(correct, enabled) = sigmoid(a + sum of the retrieved skills' logit effects)
+  (`effect` for helpful, `-effect` for harmful, a per-task random sign for mixed, 0 otherwise);
+- sampling noise: the two runs of a pair share their uniform draw with probability `coupling`,
+  otherwise draw independently, so flips also happen where no skill does anything.
+
+Everything is drawn from one `numpy.random.default_rng(seed)`: the same arguments give the same
+records. `skillaudit simulate --out DIR` writes `DIR/runs.jsonl` and `DIR/skills/<id>/SKILL.md`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ._io import atomic_write_bytes, atomic_write_text
+from .errors import InputError, OutputError
+from .library import Library, Skill
+
+KINDS = ("harmful", "helpful", "mixed", "none")
+_WORDS = (
+    'sets', 'strings', 'regex', 'sorting', 'counting', 'recursion', 'edge-cases', 'primes',
+    'bits', 'tuples', 'matrices', 'search', 'floats', 'heaps', 'series', 'rates',
+    'percent', 'ratio', 'bookkeeping', 'averages', 'fractions', 'equations', 'money', 'units',
+    'time', 'geometry', 'dates', 'parsing', 'graphs', 'dynamic-programming', 'greedy', 'intervals',
+)
+
+
+class SimulationError(InputError):
+    """Simulation parameters that cannot produce a log (too few skills for the planted roles, ...)."""
+
+
+@dataclass(frozen=True)
+class SkillTruth:
+    """What was planted for one skill: kind, logit effect and the innocent buddy retrieved with it."""
+
+    skill_id: str
+    kind: str
+    effect: float
+    buddy: str | None = None
+    alias_of: str | None = None
+    popularity: float = 1.0
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """Run-log records, the library and the ground truth of one simulation."""
+
+    records: tuple[dict[str, Any], ...]
+    skills: tuple[dict[str, str], ...]
+    truth: dict[str, SkillTruth]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def ids(self, kind: str) -> list[str]:
+        """Skill ids of one planted kind, sorted."""
+        return sorted(s for s, t in self.truth.items() if t.kind == kind)
+
+    def jsonl(self) -> str:
+        return "".join(orjson.dumps(r).decode() + "\n" for r in self.records)
+
+    def library(self) -> Library:
+        return Library(
+            skills=tuple(
+                Skill(id=s["id"], name=s["id"], description=s["description"], body=s["body"])
+                for s in sorted(self.skills, key=lambda s: s["id"])
+            ),
+            source="<simulation>",
+        )
+
+    def runs(self) -> Any:
+        """The records paired into a `PairedRuns` (through the real loader)."""
+        from .runs import read_text_records
+
+        return read_text_records(self.jsonl(), name="<simulation>")
+
+    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
+        """Write `runs.jsonl`, `skills/<id>/SKILL.md` and `truth.json` into a new or empty folder."""
+        out = Path(out_dir)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise OutputError(f"{out}: already exists and is not an empty folder")
+        runs_path = out / "runs.jsonl"
+        atomic_write_text(runs_path, self.jsonl())
+        lib_dir = out / "skills"
+        for s in self.skills:
+            text = (
+                f"---\nname: {s['id']}\ndescription: {orjson.dumps(s['description']).decode()}\n"
+                "license: Apache-2.0\n"
+                f"metadata:\n  domain: simulated\n---\n{s['body']}\n"
+            )
+            atomic_write_text(lib_dir / s["id"] / "SKILL.md", text)
+        truth = {
+            "settings": self.settings,
+            "skills": {k: vars(v) for k, v in sorted(self.truth.items())},
+        }
+        atomic_write_bytes(out / "truth.json", orjson.dumps(truth, option=orjson.OPT_INDENT_2))
+        return runs_path, lib_dir
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _skill_text(rng: np.random.Generator, sid: str, i: int) -> dict[str, str]:
+    a = _WORDS[i % len(_WORDS)]
+    b = _WORDS[(i * 7 + 3) % len(_WORDS)]
+    tag = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=6))
+    return {
+        "id": sid,
+        "description": f"{a.capitalize()} with {b}: procedure {tag}. Use when a task mentions {a}.",
+        "body": f"## When to apply\n- {a} {b} {tag}\n\n## Steps\n1. {tag} {a}.\n2. {b} {tag}.",
+    }
+
+
+def simulate(
+    n_tasks: int = 600,
+    n_skills: int = 20,
+    *,
+    n_harmful: int = 2,
+    n_helpful: int = 2,
+    n_mixed: int = 0,
+    n_alias_pairs: int = 0,
+    n_unused: int = 0,
+    effect: float = 1.5,
+    epochs: int = 1,
+    models: Sequence[str] = ("sim-model",),
+    benchmarks: Sequence[str] = ("sim-bench",),
+    trigger_rate: float = 0.6,
+    selection: float = 1.0,
+    co_retrieval: float = 0.8,
+    extra_rate: float = 0.3,
+    coupling: float = 0.5,
+    seed: int = 0,
+) -> Simulation:
+    """Simulate paired runs with planted helpful, harmful, mixed and no-effect skills (see module doc)."""
+    n_roles = n_harmful + n_helpful + n_mixed
+    n_none_needed = n_harmful + n_helpful + 2 * n_alias_pairs + n_unused
+    if n_tasks < 1 or epochs < 1 or not models or not benchmarks:
+        raise SimulationError("need at least one task, epoch, model and benchmark")
+    if n_roles + n_none_needed > n_skills:
+        raise SimulationError(
+            f"{n_skills} skills are too few: the planted roles need {n_roles + n_none_needed} "
+            "(every harmful and helpful skill gets a no-effect buddy)"
+        )
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    order = [ids[i] for i in rng.permutation(n_skills)]
+    kinds: dict[str, str] = {}
+    effects: dict[str, float] = {}
+    it = iter(order)
+    for kind, count, eff in (("harmful", n_harmful, -effect), ("helpful", n_helpful, effect),
+                             ("mixed", n_mixed, effect)):
+        for _ in range(count):
+            s = next(it)
+            kinds[s], effects[s] = kind, eff
+    rest = list(it)
+    for s in rest:
+        kinds[s], effects[s] = "none", 0.0
+    buddies = {s: rest.pop(0) for s in sorted(kinds) if kinds[s] in ("harmful", "helpful")}
+    alias_of: dict[str, str] = {}
+    for _ in range(n_alias_pairs):
+        a, b = rest.pop(0), rest.pop(0)
+        alias_of[b] = a
+    unused = {rest.pop(0) for _ in range(n_unused)}
+    pop = rng.uniform(0.6, 1.4, size=n_skills)
+    idx = {s: i for i, s in enumerate(ids)}
+    for s in list(alias_of) + sorted(unused):
+        pop[idx[s]] = 0.0  # alias followers and unused skills are never primary
+    pop_p = pop / pop.sum()
+    partner = np.full(n_skills, -1)
+    for h, bud in buddies.items():
+        partner[idx[h]] = idx[bud]
+    follower = np.full(n_skills, -1)
+    for b, a in alias_of.items():
+        follower[idx[a]] = idx[b]
+    eff_vec = np.array([effects[s] for s in ids])
+    mixed_vec = np.array([kinds[s] == "mixed" for s in ids])
+    unused_idx = np.array(sorted(idx[s] for s in unused), dtype=np.int64)
+
+    base = rng.normal(0.3, 1.5, size=n_tasks)
+    bench_of = np.arange(n_tasks) % len(benchmarks)
+    records: list[dict[str, Any]] = []
+    for model in models:
+        a = base + rng.normal(0.0, 0.5)
+        z = (a - a.mean()) / (a.std() or 1.0)
+        p_call = _sigmoid(np.log(trigger_rate / (1 - trigger_rate)) + selection * z)
+        invoked = rng.random(n_tasks) < p_call
+        empty = rng.random(n_tasks) < 0.05
+        primary = rng.choice(n_skills, size=n_tasks, p=pop_p)
+        with_buddy = rng.random(n_tasks) < co_retrieval
+        with_extra = rng.random(n_tasks) < extra_rate
+        extra_pick = rng.choice(n_skills, size=n_tasks, p=pop_p)
+        signs = rng.choice([-1.0, 1.0], size=(n_tasks, n_skills))
+        sets: list[list[int]] = []
+        shift = np.zeros(n_tasks)
+        for t in range(n_tasks):  # a few hundred tasks: building the sets is cheap
+            if not invoked[t] or empty[t]:
+                sets.append([])
+                continue
+            k = [int(primary[t])]
+            if follower[k[0]] >= 0:
+                k.append(int(follower[k[0]]))
+            if partner[k[0]] >= 0 and with_buddy[t]:
+                k.append(int(partner[k[0]]))
+            e = int(extra_pick[t])
+            if with_extra[t] and len(k) < 3 and e not in k and follower[e] < 0 and e not in unused_idx:
+                k.append(e)
+            sets.append(k)
+            ks = np.array(k)
+            shift[t] = float(np.sum(np.where(mixed_vec[ks], signs[t, ks], 1.0) * eff_vec[ks]))
+        p_neg = _sigmoid(a)
+        p_pos = _sigmoid(a + shift)
+        scores = [np.cumsum(-rng.uniform(0.5, 3.0, size=len(k))) + 9.0 + rng.normal() for k in sets]
+        for epoch in range(1, epochs + 1):
+            u_neg = rng.random(n_tasks)
+            u_pos = np.where(rng.random(n_tasks) < coupling, u_neg, rng.random(n_tasks))
+            y_neg = u_neg < p_neg
+            y_pos = u_pos < p_pos
+            for t in range(n_tasks):
+                bench = benchmarks[bench_of[t]]
+                tid = f"{bench}/{t}"
+                common = {"task_id": tid, "model": model, "benchmark": bench, "epoch": epoch}
+                rec = {**common, "condition": "enabled", "correct": bool(y_pos[t])}
+                if invoked[t]:
+                    rec["retrievals"] = [{
+                        "query": f"task {t}",
+                        "skills": [{"id": ids[j], "score": round(max(float(s), 0.1), 3)}
+                                   for j, s in zip(sets[t], scores[t], strict=True)],
+                        "error": None,
+                    }]
+                else:
+                    rec["retrievals"] = []
+                records.append(rec)
+                records.append({**common, "condition": "disabled", "correct": bool(y_neg[t])})
+
+    skills = tuple(_skill_text(rng, s, i) for i, s in enumerate(ids))
+    truth = {
+        s: SkillTruth(
+            skill_id=s, kind=kinds[s], effect=effects[s], buddy=buddies.get(s),
+            alias_of=alias_of.get(s), popularity=float(pop[idx[s]]),
+        )
+        for s in ids
+    }
+    settings = {
+        "n_tasks": n_tasks, "n_skills": n_skills, "n_harmful": n_harmful, "n_helpful": n_helpful,
+        "n_mixed": n_mixed, "n_alias_pairs": n_alias_pairs, "n_unused": n_unused, "effect": effect,
+        "epochs": epochs, "models": list(models), "benchmarks": list(benchmarks),
+        "trigger_rate": trigger_rate, "selection": selection, "co_retrieval": co_retrieval,
+        "extra_rate": extra_rate, "coupling": coupling, "seed": seed,
+    }
+    return Simulation(records=tuple(records), skills=skills, truth=truth, settings=settings)

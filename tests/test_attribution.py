@@ -1,0 +1,253 @@
+"""Per-skill attribution: exposure counts, shares, exclusive counts, q-values, regression, aliases."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import orjson
+import pytest
+from scipy.stats import binomtest
+
+from skillaudit.attribution import SCHEMA, SkillEffectRegression, attribute, share_weights
+from skillaudit.errors import InputError
+from skillaudit.library import Library, Skill
+from skillaudit.runs import read_text_records
+
+
+def _pair(tid: str, y_pos: bool, y_neg: bool, skills=None, scores=None, model="m", epoch=1):
+    en = {"task_id": tid, "condition": "enabled", "correct": y_pos, "model": model, "epoch": epoch}
+    if skills is not None:
+        sc = scores or [None] * len(skills)
+        en["retrievals"] = [{"query": "q", "skills": [
+            {"id": s, **({"score": v} if v is not None else {})} for s, v in zip(skills, sc, strict=True)]}]
+    dis = {"task_id": tid, "condition": "disabled", "correct": y_neg, "model": model, "epoch": epoch}
+    return [en, dis]
+
+
+def _runs(pairs):
+    return read_text_records("".join(orjson.dumps(r).decode() + "\n" for p in pairs for r in p))
+
+
+def _library(*ids):
+    return Library(skills=tuple(Skill(id=i, name=i, description="d", body="b") for i in sorted(ids)))
+
+
+HAND = [
+    _pair("t1", True, False, ["A", "B"], [3.0, 1.0]),   # rescue, A and B
+    _pair("t2", False, True, ["A"], [2.0]),             # harm, A alone
+    _pair("t3", False, True, ["B", "C"], [1.0, 1.0]),   # harm, B and C
+    _pair("t4", True, False, ["C"], [5.0]),             # rescue, C alone
+    _pair("t5", True, False),                           # rescue, nothing retrieved (skip)
+    _pair("t6", True, True, ["A"], [1.0]),              # no flip, A alone
+    _pair("t7", False, False, ["X"], [1.0]),            # no flip, X (not in the library)
+]
+
+
+def _random_runs(seed: int, n: int = 300, p: int = 15):
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for t in range(n):
+        k = rng.integers(0, 4)
+        skills = [f"s{j}" for j in rng.choice(p, size=k, replace=False)]
+        scores = [float(v) for v in rng.uniform(0.1, 9, size=k)] if rng.random() > 0.2 else None  # some rows lack scores
+        pairs.append(_pair(f"t{t}", bool(rng.random() < 0.5), bool(rng.random() < 0.5),
+                           skills if k else None, scores))
+    return _runs(pairs)
+
+
+def test_hand_counts_and_exclusive_counts():
+    """Per-skill n, b, c, net and exclusive counts match a hand count of a seven-pair log."""
+    res = attribute(_runs(HAND), library=_library("A", "B", "C", "D"), regression=False)
+    got = {s.skill_id: (s.n_retrieved, s.b, s.c, s.net, s.exclusive_n, s.exclusive_b, s.exclusive_c)
+           for s in res.skills}
+    assert got == {
+        "A": (3, 1, 1, 0, 2, 0, 1),
+        "B": (2, 1, 1, 0, 0, 0, 0),
+        "C": (2, 1, 1, 0, 1, 1, 0),
+        "X": (1, 0, 0, 0, 1, 0, 0),
+        "D": (0, 0, 0, 0, 0, 0, 0),
+    }
+    assert res.totals == {"cond_b": 2, "cond_c": 2, "n_cond": 6}
+
+
+def test_hand_equal_shares_and_library_flags():
+    """Equal shares split each flip over the retrieved set; unused library skills and foreign ids are flagged."""
+    res = attribute(_runs(HAND), library=_library("A", "B", "C", "D"), regression=False)
+    share = {s.skill_id: s.share for s in res.skills}
+    assert share == pytest.approx({"A": -0.5, "B": 0.0, "C": 0.5, "X": 0.0, "D": 0.0})
+    d, x = res.get("D"), res.get("X")
+    assert d.in_library is True and d.p_value is None and d.q_value is None and d.rae_k is None
+    assert x.in_library is False
+    assert attribute(_runs(HAND), regression=False).get("A").in_library is None
+
+
+def test_rank_and_score_shares_by_hand():
+    """Rank shares weight 1/rank and score shares weight the retrieval score within each pair."""
+    runs = _runs(HAND)
+    rank = {s.skill_id: s.share for s in attribute(runs, scheme="rank", regression=False).skills}
+    # t1: A rank 1, B rank 2 -> A 2/3, B 1/3 of +1; t3: B 2/3, C 1/3 of -1
+    assert rank["A"] == pytest.approx(2 / 3 - 1)
+    assert rank["B"] == pytest.approx(1 / 3 - 2 / 3)
+    assert rank["C"] == pytest.approx(-1 / 3 + 1)
+    score = {s.skill_id: s.share for s in attribute(runs, scheme="score", regression=False).skills}
+    # t1: scores 3 and 1 -> A 3/4, B 1/4; t3: 1 and 1 -> halves
+    assert score["A"] == pytest.approx(0.75 - 1)
+    assert score["B"] == pytest.approx(0.25 - 0.5)
+    assert score["C"] == pytest.approx(-0.5 + 1)
+
+
+@pytest.mark.parametrize("scheme", ["equal", "rank", "score"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_share_identity(scheme, seed):
+    """Shares over all skills add up exactly to cond_b - cond_c on random logs, for every scheme."""
+    runs = _random_runs(seed)
+    res = attribute(runs, scheme=scheme, regression=False)
+    assert sum(s.share for s in res.skills) == pytest.approx(
+        res.totals["cond_b"] - res.totals["cond_c"], abs=1e-9)
+    w, fallback = share_weights(runs, scheme)
+    rows = np.asarray(w.sum(axis=1)).ravel()
+    assert np.allclose(rows[runs.retrieved], 1.0) and np.all(rows[~runs.retrieved] == 0)
+    if scheme == "score":
+        assert fallback > 0  # rows without scores fall back to equal weights
+
+
+def test_counts_match_per_pair_loop():
+    """Sparse per-skill counts equal a plain per-pair loop on a random log."""
+    runs = _random_runs(5)
+    res = attribute(runs, regression=False)
+    ranks = runs.ranks.toarray()
+    f = runs.flip
+    for s in res.skills:
+        j = runs.skills.index(s.skill_id)
+        hit = ranks[:, j] > 0
+        alone = hit & ((ranks > 0).sum(axis=1) == 1)
+        assert (s.n_retrieved, s.b, s.c) == (hit.sum(), (f[hit] > 0).sum(), (f[hit] < 0).sum())
+        assert (s.exclusive_n, s.exclusive_b, s.exclusive_c) == (
+            alone.sum(), (f[alone] > 0).sum(), (f[alone] < 0).sum())
+
+
+def test_q_values_by_hand():
+    """p-values are exact binomial McNemar tests and q-values a hand-rolled Benjamini-Hochberg."""
+    res = attribute(_random_runs(3), regression=False)
+    tested = [s for s in res.skills if s.n_retrieved > 0]
+    p = {s.skill_id: (binomtest(s.b, s.b + s.c, 0.5).pvalue if s.b + s.c else 1.0) for s in tested}
+    for s in tested:
+        assert s.p_value == pytest.approx(p[s.skill_id])
+    m = len(p)
+    order = sorted(p, key=p.get)
+    q, running = {}, 1.0
+    for i in range(m - 1, -1, -1):
+        running = min(running, p[order[i]] * m / (i + 1))
+        q[order[i]] = min(running, 1.0)
+    for s in tested:
+        assert s.q_value == pytest.approx(q[s.skill_id])
+
+
+def test_sorted_most_harmful_first_and_schema():
+    """Rows are sorted by net ascending, ties by share, and to_dict has the rank/v1 fields."""
+    res = attribute(_random_runs(4), n_boot=200)
+    keys = [(s.net, s.share) for s in res.skills]
+    assert keys == sorted(keys)
+    doc = res.to_dict()
+    assert doc["schema"] == SCHEMA == "skillaudit.rank/v1"
+    assert set(doc["totals"]) == {"cond_b", "cond_c", "n_cond"}
+    required = {"skill_id", "n_retrieved", "b", "c", "net", "share", "rae_k", "p_value", "q_value",
+                "exclusive_n", "exclusive_b", "exclusive_c", "in_library", "coef", "coef_ci",
+                "identifiable", "aliases"}
+    assert required <= set(doc["skills"][0])
+    orjson.dumps(doc)  # plain JSON types only
+
+
+def test_unknown_scheme_is_an_input_error():
+    """An unknown attribution scheme raises an InputError naming the choices."""
+    with pytest.raises(InputError, match="expected one of equal, rank, score"):
+        attribute(_runs(HAND), scheme="bogus")
+
+
+def _co_retrieved(seed: int = 0, n: int = 700):
+    """H (harmful) is retrieved with I (innocent) 80% of the time; I is also retrieved alone; N is noise."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for t in range(n):
+        u = rng.random()
+        if u < 0.35:
+            skills = ["H", "I"] if rng.random() < 0.8 else ["H"]
+        elif u < 0.7:
+            skills = ["I"]
+        else:
+            skills = ["N"]
+        harmful = "H" in skills and rng.random() < 0.35
+        y_neg = bool(rng.random() < 0.6)
+        y_pos = False if harmful else (y_neg if rng.random() < 0.8 else bool(rng.random() < 0.6))
+        if harmful:
+            y_neg = True
+        pairs.append(_pair(f"t{t}", y_pos, y_neg, skills))
+    return _runs(pairs)
+
+
+def test_regression_separates_harmful_from_innocent_neighbour():
+    """Exposure counts blame both H and its usual neighbour I; the regression blames H only."""
+    res = attribute(_co_retrieved(), n_boot=1000)
+    h, i = res.get("H"), res.get("I")
+    assert h.net < 0 and i.net < 0 and i.q_value < 0.1  # exposure counts blame the innocent too
+    assert h.identifiable and i.identifiable
+    assert h.coef_ci[1] < 0  # harmful: whole interval below zero
+    assert i.coef_ci[0] < 0 < i.coef_ci[1] and abs(i.coef) < 0.05  # innocent: cleared
+    assert h.coef < i.coef - 0.2
+
+
+def test_aliases_for_skills_never_retrieved_apart():
+    """Two skills always retrieved together get no individual coefficient, only a joint one."""
+    rng = np.random.default_rng(1)
+    pairs = [_pair(f"t{t}", bool(rng.random() < 0.5), bool(rng.random() < 0.5),
+                   ["P", "Q"] if t % 3 == 0 else ["R"]) for t in range(90)]
+    res = attribute(_runs(pairs), n_boot=300)
+    p, q, r = res.get("P"), res.get("Q"), res.get("R")
+    assert p.identifiable is False and q.identifiable is False and r.identifiable is True
+    assert p.aliases == ("Q",) and q.aliases == ("P",)
+    assert p.coef is None and p.coef_ci is None and p.alias_coef is not None
+    assert p.alias_coef == q.alias_coef and p.alias_coef_ci is not None
+    assert r.aliases == ()
+
+
+def test_linear_dependence_beyond_identical_columns_is_not_identifiable():
+    """A skill whose column is the sum of two others (never separable) is reported as aliased."""
+    import scipy.sparse as sp
+
+    X = np.array([[1, 0, 1], [0, 1, 1]] * 20 + [[1, 0, 0]] * 5, dtype=float)  # col2 = col0 + col1 on rows 0-39
+    X[40:, 2] = 1  # now col2 = col0 + col1 everywhere
+    y = np.zeros(X.shape[0])
+    m = SkillEffectRegression(n_boot=50).fit(sp.csr_matrix(X), y)
+    assert not m.identifiable_.any()
+    assert set(m.aliases_[2]) == {0, 1}
+
+
+def test_regression_point_estimate_is_sklearn_ridge_and_deterministic():
+    """The coefficients equal sklearn Ridge without intercept, and the same random_state gives the same CIs."""
+    from sklearn.linear_model import Ridge
+
+    runs = _co_retrieved(2)
+    X = runs.ranks.copy()
+    X.data[:] = 1
+    rows = runs.retrieved
+    a = SkillEffectRegression(alpha=2.0, n_boot=300, random_state=7).fit(X[rows], runs.flip[rows])
+    b = SkillEffectRegression(alpha=2.0, n_boot=300, random_state=7).fit(X[rows], runs.flip[rows])
+    ref = Ridge(alpha=2.0, fit_intercept=False).fit(X[rows].toarray(), runs.flip[rows]).coef_
+    assert np.allclose(a.coef_, ref)
+    assert np.array_equal(a.coef_ci_, b.coef_ci_)
+
+
+def test_regression_is_fast_on_thirty_skills():
+    """A 30-skill library with 1,000 pairs and 2,000 bootstrap resamples attributes in well under a few seconds."""
+    rng = np.random.default_rng(0)
+    pairs = []
+    for t in range(1000):
+        k = rng.integers(1, 4)
+        pairs.append(_pair(f"t{t}", bool(rng.random() < 0.5), bool(rng.random() < 0.5),
+                           [f"s{j:02d}" for j in rng.choice(30, size=k, replace=False)]))
+    runs = _runs(pairs)
+    start = time.perf_counter()
+    res = attribute(runs, n_boot=2000)
+    assert time.perf_counter() - start < 2.0
+    assert all(s.coef_ci is not None for s in res.skills)

@@ -1,0 +1,140 @@
+"""`skillaudit prune`: recommendations, JSON contract, and --apply writing a pruned copy only."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+from skillaudit.simulate import simulate
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def sim_dir(tmp_path):
+    out = tmp_path / "sim"
+    sim = simulate(n_tasks=900, n_skills=12, n_harmful=1, n_helpful=1, epochs=2, seed=4)
+    sim.write(out)
+    (out / "skills" / "README.md").write_text("library notes\n")
+    return out, sim
+
+
+def _prune(out: Path, *extra: str):
+    return CliRunner().invoke(cli, ["prune", str(out / "runs.jsonl"), "--skills", str(out / "skills"),
+                                    "--embedder", "none", "--bootstrap", "500", *extra])
+
+
+def test_prune_json_contract(sim_dir):
+    """--json prints skillaudit.prune/v1: one recommendation per skill and the labelled projection."""
+    out, sim = sim_dir
+    res = _prune(out, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "skillaudit.prune/v1"
+    recs = {r["skill_id"]: r for r in doc["recommendations"]}
+    assert set(recs) == set(sim.truth)
+    assert all(r["action"] in ("prune", "rewrite", "merge", "keep", "needs-data", "unused") for r in recs.values())
+    assert recs[sim.ids("harmful")[0]]["action"] == "prune"
+    p = doc["projected"]
+    assert {"rae_before", "rae_after", "oae_before", "oae_after"} <= set(p) and p["is_projection"] is True
+    assert p["rae_after"] > p["rae_before"]
+
+
+def test_prune_table(sim_dir):
+    """The human output shows one line per skill and a projection labelled as such."""
+    out, _sim = sim_dir
+    res = _prune(out)
+    assert res.exit_code == 0, res.output
+    assert "Recommendations per skill" in res.stdout
+    assert "Projection (not a measurement)" in res.stdout
+
+
+def test_apply_writes_pruned_copy_and_leaves_original_byte_for_byte(sim_dir, tmp_path):
+    """--apply copies the library minus the prune set plus PRUNED.md; the original is byte-for-byte unchanged."""
+    out, sim = sim_dir
+    lib = out / "skills"
+    before = _snapshot(lib)
+    mtimes = {p: os.stat(p).st_mtime_ns for p in lib.rglob("*")}
+    dest = tmp_path / "pruned"
+    res = _prune(out, "--apply", str(dest), "--json")
+    assert res.exit_code == 0, res.output
+    assert _snapshot(lib) == before
+    assert {p: os.stat(p).st_mtime_ns for p in lib.rglob("*")} == mtimes
+    (harm,) = sim.ids("harmful")
+    assert json.loads(res.stdout)["applied"]["left_out"] == [harm]
+    copy = _snapshot(dest)
+    assert f"{harm}/SKILL.md" not in copy
+    for name, data in before.items():
+        if not name.startswith(f"{harm}/"):
+            assert copy[name] == data  # every kept file copied byte for byte (README too)
+    pruned_md = (dest / "PRUNED.md").read_text()
+    assert f"`{harm}`" in pruned_md and "reliably harmful" in pruned_md and "projection" in pruned_md
+
+
+def test_apply_into_empty_existing_folder(sim_dir, tmp_path):
+    """An existing empty folder is accepted as the --apply target."""
+    out, _ = sim_dir
+    (tmp_path / "empty").mkdir()
+    res = _prune(out, "--apply", str(tmp_path / "empty"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "empty" / "PRUNED.md").is_file()
+    assert "wrote a pruned copy" in res.stdout
+
+
+@pytest.mark.parametrize("where", ["library", "inside"])
+def test_apply_refuses_the_library_itself(sim_dir, where):
+    """--apply into the library (or a folder inside it) exits 2 with an exact message and changes nothing."""
+    out, _ = sim_dir
+    lib = out / "skills"
+    before = _snapshot(lib)
+    target = lib if where == "library" else lib / "pruned"
+    res = _prune(out, "--apply", str(target))
+    assert res.exit_code == 2
+    assert res.stderr == (f"Error: --apply {target}: is the skill library itself or inside it; "
+                          "choose a folder outside the library\n")
+    assert _snapshot(lib) == before and not (lib / "pruned").exists()
+
+
+def test_apply_refuses_non_empty_folder(sim_dir, tmp_path):
+    """--apply into a non-empty folder exits 2 with an exact message and leaves the folder alone."""
+    out, _ = sim_dir
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    res = _prune(out, "--apply", str(busy))
+    assert res.exit_code == 2
+    assert res.stderr == f"Error: --apply {busy}: folder is not empty; choose a new or empty folder\n"
+    assert _snapshot(busy) == {"keep.txt": b"mine"}
+
+
+def test_apply_jsonl_library(tmp_path):
+    """A JSON Lines library is copied without the pruned skills' lines, the original file untouched."""
+    sim = simulate(n_tasks=900, n_skills=12, n_harmful=1, n_helpful=1, epochs=2, seed=4)
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(sim.jsonl())
+    lib = tmp_path / "lib.jsonl"
+    lib.write_text("".join(json.dumps(s) + "\n" for s in sim.skills))
+    original = lib.read_bytes()
+    res = CliRunner().invoke(cli, ["prune", str(runs), "--skills", str(lib), "--embedder", "none",
+                                   "--bootstrap", "300", "--apply", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert lib.read_bytes() == original
+    kept = [json.loads(line)["id"] for line in (tmp_path / "out" / "lib.jsonl").read_text().splitlines()]
+    assert kept == [s["id"] for s in sim.skills if s["id"] not in sim.ids("harmful")]
+
+
+def test_prune_with_tfidf_near_duplicates(sim_dir):
+    """With --embedder tfidf the near-duplicate finder runs when the clusters module is available."""
+    pytest.importorskip("skillaudit.clusters")
+    out, _ = sim_dir
+    res = CliRunner().invoke(cli, ["prune", str(out / "runs.jsonl"), "--skills", str(out / "skills"),
+                                   "--embedder", "tfidf", "--bootstrap", "200", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["settings"]["near_duplicates"] is not None

@@ -1,0 +1,84 @@
+"""`skillaudit rank` and `skillaudit simulate` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+from skillaudit.simulate import simulate
+
+
+@pytest.fixture(scope="module")
+def sim_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rank") / "sim"
+    sim = simulate(n_tasks=500, n_skills=14, epochs=2, models=("m1", "m2"), seed=11)
+    sim.write(out)
+    return out, sim
+
+
+def test_rank_json_contract(sim_dir):
+    """--json prints skillaudit.rank/v1 with every skill, sorted most harmful first, shares summing to b - c."""
+    out, sim = sim_dir
+    res = CliRunner().invoke(cli, ["rank", str(out / "runs.jsonl"), "--skills", str(out / "skills"),
+                                   "--json", "--bootstrap", "300"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "skillaudit.rank/v1"
+    assert {s["skill_id"] for s in doc["skills"]} == set(sim.truth)
+    nets = [(s["net"], s["share"]) for s in doc["skills"]]
+    assert nets == sorted(nets)
+    t = doc["totals"]
+    assert sum(s["share"] for s in doc["skills"]) == pytest.approx(t["cond_b"] - t["cond_c"])
+    assert all(s["in_library"] is True for s in doc["skills"])
+    assert all(isinstance(s["coef_ci"], list) or s["coef_ci"] is None for s in doc["skills"])
+
+
+def test_rank_model_filter_and_score_scheme(sim_dir):
+    """--model narrows the pairs (fewer retrievals than pooled) and --attribution score is accepted."""
+    out, _ = sim_dir
+    args = ["rank", str(out / "runs.jsonl"), "--json", "--bootstrap", "0"]
+    pooled = json.loads(CliRunner().invoke(cli, args).stdout)
+    one = json.loads(CliRunner().invoke(cli, [*args, "--model", "m1", "--attribution", "score"]).stdout)
+    assert one["totals"]["n_cond"] < pooled["totals"]["n_cond"]
+    assert one["settings"]["attribution"] == "score"
+
+
+def test_rank_table_top(sim_dir):
+    """The table lists the top N skills, in percentage points, and says how many were left out."""
+    out, _ = sim_dir
+    res = CliRunner().invoke(cli, ["rank", str(out / "runs.jsonl"), "--skills", str(out / "skills"),
+                                   "--top", "3", "--bootstrap", "200"])
+    assert res.exit_code == 0, res.output
+    assert "Skills ranked by net rescues" in res.stdout
+    assert "(top 3 of 14 skills; --top 0 shows all)" in res.stdout
+    assert "shares add up to b - c" in res.stdout
+
+
+def test_rank_unknown_model_is_an_error(sim_dir):
+    """A --model that matches no pair exits 2 with a one-line message."""
+    out, _ = sim_dir
+    res = CliRunner().invoke(cli, ["rank", str(out / "runs.jsonl"), "--model", "nope"])
+    assert res.exit_code == 2
+    assert "Error: no pairs left after --model/--benchmark" in res.stderr
+
+
+def test_rank_missing_file_is_an_error(tmp_path):
+    """A missing run log exits 2 naming the file, without a traceback."""
+    res = CliRunner().invoke(cli, ["rank", str(tmp_path / "missing.jsonl")])
+    assert res.exit_code == 2
+    assert f"{tmp_path / 'missing.jsonl'}: no such file" in res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_simulate_command_writes_and_refuses_non_empty(tmp_path):
+    """`skillaudit simulate --out DIR` writes runs and library, and refuses a non-empty folder with exit 2."""
+    runner = CliRunner()
+    res = runner.invoke(cli, ["simulate", "--out", str(tmp_path / "s"), "--tasks", "60", "--seed", "2"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "s" / "runs.jsonl").is_file() and (tmp_path / "s" / "skills").is_dir()
+    again = runner.invoke(cli, ["simulate", "--out", str(tmp_path / "s")])
+    assert again.exit_code == 2
+    assert f"Error: {tmp_path / 's'}: already exists and is not an empty folder" in again.stderr
