@@ -22,12 +22,13 @@ test: install
 
 audit: install
 	$(BIN)/skillaudit audit --out skillaudit-report
+	@echo "open $(CURDIR)/skillaudit-report/report.html (also report.md, audit.json, skills.csv)"
 
 lint: install
 	$(BIN)/ruff check skillaudit tests bench
 
 bench: install
-	$(BIN)/python bench/bench_metrics.py
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 # Re-resolve and pin every dependency (torch stays on the CPU build that pip finds locally).
 lock:

@@ -689,7 +689,11 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
 @click.option("--min-cond", default=10, show_default=True, type=click.IntRange(min=1),
               help="A cell is reportable only with at least this many retrieval-triggered pairs.")
 @click.option("--bootstrap", "n_boot", default=20_000, show_default=True, type=click.IntRange(min=0),
-              help="Paired bootstrap resamples of the metrics (the regression uses at most 2,000).")
+              help="Paired bootstrap resamples of the metrics.")
+@click.option("--regression-bootstrap", "reg_boot", default=2000, show_default=True,
+              type=click.IntRange(min=0),
+              help="Bootstrap resamples of the per-skill regression CIs (capped at --bootstrap); "
+                   "lower it for libraries of thousands of skills; 0 = no regression.")
 @click.option("--seed", default=0, show_default=True, help="Seed of every resampling step.")
 @strict_option
 @quiet_option
@@ -697,7 +701,8 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
 @reports_errors
 def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder: str,
           embed_model: str | None, cache_dir: str | None, threshold: float | None, attribution: str,
-          min_cond: int, n_boot: int, seed: int, strict: bool, quiet: bool, as_json: bool) -> None:
+          min_cond: int, n_boot: int, reg_boot: int, seed: int, strict: bool, quiet: bool,
+          as_json: bool) -> None:
     """The whole audit in one report folder: report.html, report.md, audit.json, skills.csv, figures/.
 
     Runs metrics, per-skill attribution, clusters, near-duplicates, recommendations and the
@@ -725,7 +730,8 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     paired = load_runs_for_cli(runs, strict, lib)
     result = build_audit(
         runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
-        near_duplicate_threshold=threshold, n_boot=n_boot, seed=seed, min_cond=min_cond,
+        near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
+        min_cond=min_cond,
         attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=paired,
     )
     used = result.inputs["settings"].get("embedder_used")
@@ -851,10 +857,17 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 @click.option("--epochs", type=int, default=1, show_default=True, help="Runs per task and condition.")
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--max-tokens", type=int, default=512, show_default=True, help="Per model turn.")
-@click.option("--tool-mode", type=click.Choice(["text", "native"]), default="text", show_default=True,
+@click.option("--tool-mode", type=click.Choice(["text", "native", "chatml"]), default="text",
+              show_default=True,
               help="text: tool spec in the system prompt, <tool_call> JSON in the reply (small models); "
-              "native: the `tools` request field.")
+              "native: the `tools` request field; chatml: raw ChatML prompts over /v1/completions "
+              "(local servers whose chat template gets in the way).")
+@click.option("--tool-choice", type=click.Choice(["auto", "required"]), default="auto", show_default=True,
+              help="required: the first enabled turn must call search_skills (OpenAI tool_choice).")
 @click.option("--max-calls", type=int, default=3, show_default=True, help="search_skills calls per task.")
+@click.option("--unescape-html", is_flag=True,
+              help="HTML-unescape replies (for servers whose chat template escapes messages, e.g. "
+              "llama-cpp-python's chatml-function-calling).")
 @click.option("--concurrency", type=int, default=1, show_default=True, help="Episodes in flight.")
 @click.option("--exclude-skills", default=None,
               help="Skill ids to leave out: 'a,b', or a file (one per line, or prune --json output).")
@@ -869,7 +882,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, model_name: str,
             model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
             task_ids: tuple[str, ...], seed: int, epochs: int, temperature: float, max_tokens: int,
-            tool_mode: str, max_calls: int, concurrency: int, exclude_skills: str | None,
+            tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int, exclude_skills: str | None,
             retry_errors: bool, exec_timeout: float, request_timeout: float, retries: int,
             as_json: bool, quiet: bool) -> None:
     """Run tasks twice (skills enabled / disabled, same prompt and seed) and log paired records.
@@ -885,7 +898,7 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
 
     agent = AgentConfig(endpoint=endpoint, model=model_name, api_key=os.environ.get(api_key_env) or None,
                         temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode,
-                        max_calls=max_calls, request_timeout_s=request_timeout, retries=retries)
+                        tool_choice=tool_choice, max_calls=max_calls, unescape_html=unescape_html, request_timeout_s=request_timeout, retries=retries)
     opts = RunOptions(benchmark=benchmark, out=out_path, agent=agent, skills=skills_path, data=data,
                       limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
                       exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,

@@ -7,6 +7,7 @@ deduplicated retrieved set.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import re
@@ -14,12 +15,18 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal
 
 import numpy as np
 import orjson
 import scipy.sparse as sp
+
+try:  # typed decoding of only the fields read; without it every line takes the exact path
+    import msgspec
+except ImportError:  # pragma: no cover
+    msgspec = None  # type: ignore[assignment]
 
 from .errors import RunLogError, UnpairedError
 
@@ -127,7 +134,7 @@ def _open(path: str | Path) -> tuple[str, IO[bytes]]:
     except OSError as exc:
         raise RunLogError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if path.endswith(".gz"):
-        fh = gzip.open(fh)  # type: ignore[assignment]
+        fh = gzip.open(fh)  # type: ignore[assignment]  # noqa: SIM115 - the caller closes it
     return path, fh
 
 
@@ -210,9 +217,7 @@ def _retrieved_ids(rec: dict, where: str) -> tuple[bool, list[tuple[str, float]]
                 else:
                     raise ValueError("each retrieved skill must be an id string or an object with a string 'id'")
                 prev = got.get(sid)
-                if prev is None:
-                    got[sid] = score
-                elif score > prev:
+                if prev is None or score > prev:
                     got[sid] = score
     short = rec.get("retrieved")
     if short is not None:
@@ -234,156 +239,503 @@ def _iter_lines(name: str, fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
             yield lineno, line
 
 
-def load_runs(
-    paths: Iterable[str],
-    *,
-    strict: bool = False,
-    library: Any = None,
-) -> PairedRuns:
-    """Stream run logs, validate each record, pair them; raise RunLogError naming file:line."""
-    models, benches, tasks, skills = _Interner(), _Interner(), _Interner(), _Interner()
-    slots: dict[tuple[int, int, int, int], int] = {}
-    seen = bytearray()  # bit 1: enabled seen, bit 2: disabled seen, bit 4: error record
-    y_pos, y_neg, invoked = bytearray(), bytearray(), bytearray()
-    adh = array("b")
-    first_src = [array("i"), array("i")]  # per condition: file index of first record
-    first_line = [array("q"), array("q")]
-    rows, cols, rk, sc = array("i"), array("i"), array("f"), array("f")
-    code = _CodeLines(library)
-    names: list[str] = []
+# ---------------------------------------------------------------- reading: fast and exact paths
+# Files are read in blocks of whole lines. A block is first decoded with msgspec into typed structs
+# holding only the fields skillaudit reads (the schema below accepts a subset of what the exact
+# path accepts, interpreted the same way); if anything in the block does not fit - a type error, a
+# blank line, invalid JSON or UTF-8, a NUL byte - the whole block goes through the exact path:
+# orjson per line plus the hand-written checks, which produce every error message.
+_BLOCK = 1 << 22
+_NAN = float("nan")
+_MAX_F = 1.7976931348623157e308  # reject non-finite scores (orjson refuses them as invalid JSON)
 
-    for path in paths:
-        name, fh = _open(path)
-        file_ix = len(names)
-        names.append(name)
+if msgspec is not None:
+
+    class _SkillRef(msgspec.Struct, gc=False):  # no cycles: JSON values only
+        id: str
+        score: Annotated[float, msgspec.Meta(ge=-_MAX_F, le=_MAX_F)] | None = None
+
+    class _Call(msgspec.Struct, gc=False):
+        skills: list[str | _SkillRef] | None = None
+
+    class _Rec(msgspec.Struct, gc=False):
+        task_id: Annotated[str, msgspec.Meta(min_length=1)]
+        condition: Literal["enabled", "on", "skills_on", "disabled", "off", "skills_off"]
+        correct: bool | Literal[0, 1]
+        epoch: Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)] = 1
+        model: str = "default"
+        benchmark: str = "default"
+        retrievals: list[_Call] | None = None
+        retrieved: list[str] | None = None
+        invoked: bool | Literal[0, 1] | None = None
+        answer: Any = None
+        error: Any = None
+
+    _decode = msgspec.json.Decoder(_Rec).decode
+    _DecodeError: type[Exception] = msgspec.DecodeError
+else:  # pragma: no cover - msgspec is optional; every block takes the exact path
+    _decode = None
+    _DecodeError = ValueError
+
+
+class _Checked:
+    """A record validated by the exact path, shaped like the fast path's struct."""
+
+    __slots__ = (
+        "answer",
+        "benchmark",
+        "condition",
+        "correct",
+        "epoch",
+        "error",
+        "got",
+        "inv",
+        "model",
+        "task_id",
+    )
+
+
+def _check_line(line: bytes, where: str) -> _Checked:
+    """Parse and validate one line exactly as DESIGN §3.1 says; RunLogError names file:line."""
+    if b"\0" in line:
+        raise RunLogError(f"{where}: binary data, not a JSON Lines text file")
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        if b"\xff" in line or b"\xfe" in line or "UTF-8" in str(exc):
+            raise RunLogError(f"{where}: binary data, not a JSON Lines text file") from None
+        raise RunLogError(f"{where}: invalid JSON (column {exc.pos + 1})") from None
+    if not isinstance(rec, dict):
+        raise RunLogError(f"{where}: record must be a JSON object, got {_json_type(rec)}")
+    out = _Checked()
+    try:
+        for req in ("task_id", "condition", "correct"):
+            if req not in rec:
+                raise ValueError(f"missing required field '{req}'")
+        tid = rec["task_id"]
+        if not isinstance(tid, str) or not tid:
+            raise ValueError(f"'task_id' must be a non-empty string, got {_describe(tid)}")
+        cond_raw = rec["condition"]
+        cond = CONDITION_ALIASES.get(cond_raw) if isinstance(cond_raw, str) else None
+        if cond is None:
+            raise ValueError(
+                f"unknown condition {_describe(cond_raw)} (expected enabled or disabled; "
+                "aliases on/off, skills_on/skills_off)"
+            )
+        correct = _as_bool(rec["correct"], "correct")
+        epoch = rec.get("epoch", 1)
+        if type(epoch) is not int or epoch < 1:
+            raise ValueError(f"'epoch' must be an integer >= 1, got {_describe(epoch)}")
+        model = rec.get("model", "default")
+        bench = rec.get("benchmark", "default")
+        if not isinstance(model, str) or not isinstance(bench, str):
+            raise ValueError("'model' and 'benchmark' must be strings")
+        if cond == ENABLED:
+            inv, got = _retrieved_ids(rec, where)
+            out.inv, out.got = inv, dict(got)
+        out.error = rec.get("error")
+    except ValueError as exc:
+        raise RunLogError(f"{where}: {exc}") from None
+    out.task_id, out.condition, out.correct, out.epoch = tid, cond_raw, correct, epoch
+    out.model, out.benchmark, out.answer = model, bench, rec.get("answer")
+    return out
+
+
+def _fast_retrieved(rec: Any) -> tuple[bool, dict[str, float]]:
+    """(invoked, {skill_id: best score} in rank order) of a fast-path enabled record."""
+    got: dict[str, float] = {}
+    calls = 0
+    rets = rec.retrievals
+    if rets is not None:
+        for call in rets:
+            calls += 1
+            skills = call.skills
+            if skills:
+                for s in skills:
+                    if s.__class__ is str:
+                        sid, score = s, _NAN
+                    else:
+                        sid, score = s.id, s.score
+                        if score is None:
+                            score = _NAN
+                    prev = got.get(sid)
+                    if prev is None or score > prev:
+                        got[sid] = score
+    short = rec.retrieved
+    if short is not None:
+        calls += 1
+        for sid in short:
+            got.setdefault(sid, _NAN)
+    inv = rec.invoked
+    return (calls > 0 if inv is None else bool(inv)), got
+
+
+class _State:
+    """Pairing state while streaming: one slot per key in first-seen order, arrays not objects."""
+
+    def __init__(self, code: _CodeLines) -> None:
+        self.code = code
+        self.slots: dict[tuple[str, str, str, int], int] = {}
+        self.seen = bytearray()  # bit 1: enabled seen, bit 2: disabled seen, bit 4: error record
+        self.y_pos, self.y_neg, self.invoked = bytearray(), bytearray(), bytearray()
+        self.adh = array("b")
+        self.src = (array("i"), array("i"))  # per condition (0 disabled, 1 enabled): file of first record
+        self.line = (array("q"), array("q"))
+        self.rows, self.cols, self.rk, self.sc = array("i"), array("i"), array("f"), array("f")
+        self.skills = _Interner()
+        self.names: dict[int, str] = {}
+
+    def reserve(self, k: int) -> None:
+        need = len(self.slots) + k - len(self.seen)
+        if need > 0:
+            zeros = bytes(need)
+            self.seen += zeros
+            self.y_pos += zeros
+            self.y_neg += zeros
+            self.invoked += zeros
+            self.adh.frombytes(b"\xff" * need)  # ADHERENCE_UNKNOWN
+            for c in (0, 1):
+                self.src[c].frombytes(b"\xff" * (4 * need))  # -1
+                self.line[c].frombytes(bytes(8 * need))
+
+    def duplicate(self, rec: Any, cond: int, slot: int, file_ix: int, lineno: int) -> RunLogError:
+        prev = f"{self.names[self.src[cond][slot]]}:{self.line[cond][slot]}"
+        return RunLogError(
+            f"{self.names[file_ix]}:{lineno}: duplicate {'enabled' if cond else 'disabled'} record for "
+            f"model={rec.model!r} benchmark={rec.benchmark!r} task_id={rec.task_id!r} epoch={rec.epoch} "
+            f"(first at {prev})"
+        )
+
+
+def _ingest(st: _State, recs: list[Any], linenos: Iterable[int], file_ix: int) -> None:
+    """Pair validated records (fast structs or _Checked) into the state, in file order."""
+    st.reserve(len(recs))
+    slots = st.slots
+    sget = slots.get
+    n = len(slots)
+    seen, y_pos, y_neg, invoked, adh = st.seen, st.y_pos, st.y_neg, st.invoked, st.adh
+    src0, src1 = st.src
+    line0, line1 = st.line
+    rows, cols, rk, sc = st.rows, st.cols, st.rk, st.sc
+    skills, code, cond_of = st.skills, st.code, CONDITION_ALIASES
+    for r, ln in zip(recs, linenos, strict=True):
+        key = (r.model, r.benchmark, r.task_id, r.epoch)
+        slot = sget(key)
+        if slot is None:
+            slot = slots[key] = n
+            n += 1
+        s = seen[slot]
+        if cond_of[r.condition]:
+            if s & 1:
+                raise st.duplicate(r, ENABLED, slot, file_ix, ln)
+            seen[slot] = s | 1 if r.error is None else s | 5
+            src1[slot] = file_ix
+            line1[slot] = ln
+            y_pos[slot] = r.correct
+            if r.__class__ is _Checked:
+                inv, got = r.inv, r.got
+            elif r.retrievals is None and r.retrieved is None:
+                inv, got = r.invoked or 0, None
+            else:
+                inv, got = _fast_retrieved(r)
+            invoked[slot] = inv
+            if got:
+                for rank, (sid, score) in enumerate(got.items(), 1):
+                    rows.append(slot)
+                    cols.append(skills[sid])
+                    rk.append(rank)
+                    sc.append(score)
+            answer = r.answer
+            if answer.__class__ is str and answer:
+                adh[slot] = code.adhered(answer, got) if got else 0
+        else:
+            if s & 2:
+                raise st.duplicate(r, DISABLED, slot, file_ix, ln)
+            seen[slot] = s | 2 if r.error is None else s | 6
+            src0[slot] = file_ix
+            line0[slot] = ln
+            y_neg[slot] = r.correct
+
+
+def _valid_utf8(chunk: bytes) -> bool:
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _feed_block(st: _State, chunk: bytes, lineno: int, file_ix: int) -> None:
+    """Records of a block of whole lines starting at line `lineno`: fast path, else exact path."""
+    if _decode is not None and b"\0" not in chunk and (chunk.isascii() or _valid_utf8(chunk)):
+        lines = chunk.split(b"\n")
+        if not lines[-1]:
+            lines.pop()
         try:
-            for lineno, line in _iter_lines(name, fh):
-                where = f"{name}:{lineno}"
-                try:
-                    rec = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    if b"\xff" in line or b"\xfe" in line or "UTF-8" in str(exc):
-                        raise RunLogError(f"{where}: binary data, not a JSON Lines text file") from None
-                    raise RunLogError(f"{where}: invalid JSON (column {exc.pos + 1})") from None
-                if not isinstance(rec, dict):
-                    raise RunLogError(f"{where}: record must be a JSON object, got {_json_type(rec)}")
-                try:
-                    for req in ("task_id", "condition", "correct"):
-                        if req not in rec:
-                            raise ValueError(f"missing required field '{req}'")
-                    tid = rec["task_id"]
-                    if not isinstance(tid, str) or not tid:
-                        raise ValueError(f"'task_id' must be a non-empty string, got {_describe(tid)}")
-                    cond_raw = rec["condition"]
-                    cond = CONDITION_ALIASES.get(cond_raw) if isinstance(cond_raw, str) else None
-                    if cond is None:
-                        raise ValueError(
-                            f"unknown condition {_describe(cond_raw)} (expected enabled or disabled; "
-                            "aliases on/off, skills_on/skills_off)"
-                        )
-                    correct = _as_bool(rec["correct"], "correct")
-                    epoch = rec.get("epoch", 1)
-                    if type(epoch) is not int or epoch < 1:
-                        raise ValueError(f"'epoch' must be an integer >= 1, got {_describe(epoch)}")
-                    model = rec.get("model", "default")
-                    bench = rec.get("benchmark", "default")
-                    if not isinstance(model, str) or not isinstance(bench, str):
-                        raise ValueError("'model' and 'benchmark' must be strings")
-                    if cond == ENABLED:
-                        inv, got = _retrieved_ids(rec, where)
-                    is_error = rec.get("error") is not None
-                except ValueError as exc:
-                    raise RunLogError(f"{where}: {exc}") from None
+            recs = list(map(_decode, lines))  # one value per line, or DecodeError
+        except _DecodeError:
+            pass
+        else:
+            _ingest(st, recs, range(lineno, lineno + len(recs)), file_ix)
+            return
+    name = st.names[file_ix]
+    batch: list[_Checked] = []
+    linenos: list[int] = []
+    error = None
+    for ln, line in enumerate(io.BytesIO(chunk), lineno):
+        if b"\0" not in line and not line.strip():
+            continue
+        try:
+            batch.append(_check_line(line, f"{name}:{ln}"))
+        except RunLogError as exc:
+            error = exc
+            break
+        linenos.append(ln)
+    _ingest(st, batch, linenos, file_ix)  # earlier duplicates are reported before a later bad line
+    if error is not None:
+        raise error
 
-                key = (models[model], benches[bench], tasks[tid], epoch)
-                slot = slots.get(key)
-                if slot is None:
-                    slot = slots[key] = len(seen)
-                    seen.append(0)
-                    y_pos.append(0)
-                    y_neg.append(0)
-                    invoked.append(0)
-                    adh.append(ADHERENCE_UNKNOWN)
-                    for c in (0, 1):
-                        first_src[c].append(-1)
-                        first_line[c].append(0)
-                bit = 1 if cond == ENABLED else 2
-                if seen[slot] & bit:
-                    prev = f"{names[first_src[cond][slot]]}:{first_line[cond][slot]}"
-                    raise RunLogError(
-                        f"{where}: duplicate {'enabled' if cond else 'disabled'} record for "
-                        f"model={model!r} benchmark={bench!r} task_id={tid!r} epoch={epoch} "
-                        f"(first at {prev})"
-                    )
-                seen[slot] |= bit | (4 if is_error else 0)
-                first_src[cond][slot] = file_ix
-                first_line[cond][slot] = lineno
-                if cond == ENABLED:
-                    y_pos[slot] = correct
-                    invoked[slot] = inv
-                    for rank, (sid, score) in enumerate(got, 1):
-                        rows.append(slot)
-                        cols.append(skills[sid])
-                        rk.append(rank)
-                        sc.append(score)
-                    answer = rec.get("answer")
-                    if isinstance(answer, str) and answer:
-                        adh[slot] = code.adhered(answer, (s for s, _ in got)) if got else 0
-                else:
-                    y_neg[slot] = correct
-        except OSError as exc:
-            raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
-        finally:
-            if fh is not sys.stdin.buffer:
-                fh.close()
 
-    seen_arr = np.frombuffer(bytes(seen), dtype=np.uint8)
+def _feed_file(st: _State, path: str, file_ix: int) -> None:
+    name, fh = _open(path)
+    st.names[file_ix] = name
+    try:
+        lineno, rest = 1, b""
+        while True:
+            block = fh.read(_BLOCK)
+            if block:
+                buf = rest + block if rest else block
+                cut = buf.rfind(b"\n") + 1
+                if not cut:
+                    rest = buf
+                    continue
+                chunk, rest = buf[:cut], buf[cut:]
+            elif rest:
+                chunk, rest = rest, b""
+            else:
+                break
+            _feed_block(st, chunk, lineno, file_ix)
+            lineno += chunk.count(b"\n")
+    except OSError as exc:
+        raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+# ---------------------------------------------------------------- parts: one state as arrays
+def _part(st: _State, error: str | None = None) -> dict[str, Any]:
+    """The state as numpy arrays and vocabularies (picklable; what a --jobs worker returns)."""
+    n = len(st.slots)
+    keys = list(st.slots)
+    models, benches, tasks = _Interner(), _Interner(), _Interner()
+    m = np.fromiter(map(models.__getitem__, map(itemgetter(0), keys)), np.int32, n)
+    b = np.fromiter(map(benches.__getitem__, map(itemgetter(1), keys)), np.int32, n)
+    t = np.fromiter(map(tasks.__getitem__, map(itemgetter(2), keys)), np.int32, n)
+    e = np.fromiter(map(itemgetter(3), keys), np.int64, n)
+    del keys
+
+    def u8(buf: bytearray) -> np.ndarray:
+        return np.frombuffer(bytes(buf[:n]), dtype=np.uint8)
+
+    def arr(a: array, dtype: Any) -> np.ndarray:
+        return np.frombuffer(a, dtype=dtype)[:n].copy() if len(a) else np.zeros(0, dtype)
+
+    def coo(a: array, dtype: Any) -> np.ndarray:
+        return np.frombuffer(a, dtype=dtype).copy() if len(a) else np.zeros(0, dtype)
+
+    return {
+        "models": models.vocab(), "benchmarks": benches.vocab(), "tasks": tasks.vocab(),
+        "skills": st.skills.vocab(), "m": m, "b": b, "t": t, "e": e,
+        "seen": u8(st.seen), "y_pos": u8(st.y_pos), "y_neg": u8(st.y_neg), "invoked": u8(st.invoked),
+        "adh": arr(st.adh, np.int8),
+        "src": (arr(st.src[0], np.int32), arr(st.src[1], np.int32)),
+        "line": (arr(st.line[0], np.int64), arr(st.line[1], np.int64)),
+        "rows": coo(st.rows, np.int32), "cols": coo(st.cols, np.int32),
+        "rk": coo(st.rk, np.float32), "sc": coo(st.sc, np.float32),
+        "names": dict(st.names), "error": error,
+    }
+
+
+def _parse_one(args: tuple[str, int, _CodeLines]) -> dict[str, Any]:
+    """--jobs worker: one file -> its part; a RunLogError is returned (after the records before it)."""
+    path, file_ix, code = args
+    st = _State(code)
+    try:
+        _feed_file(st, path, file_ix)
+    except RunLogError as exc:
+        return _part(st, str(exc))
+    return _part(st)
+
+
+def _remap(vocab: _Interner, names: tuple[str, ...]) -> np.ndarray:
+    return np.fromiter(map(vocab.__getitem__, names), np.int64, len(names))
+
+
+def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One part from per-file parts, exactly as if the files had been read one after another."""
+    models, benches, tasks, skills = _Interner(), _Interner(), _Interner(), _Interner()
+    cols_m, cols_b, cols_t, cols_s = [], [], [], []
+    for p in parts:  # vocabularies in first-seen order: file order, then order within the file
+        cols_m.append(_remap(models, p["models"])[p["m"]])
+        cols_b.append(_remap(benches, p["benchmarks"])[p["b"]])
+        cols_t.append(_remap(tasks, p["tasks"])[p["t"]])
+        cols_s.append(_remap(skills, p["skills"]))
+    M, B, T = np.concatenate(cols_m), np.concatenate(cols_b), np.concatenate(cols_t)
+    E = np.concatenate([p["e"] for p in parts])
+    ue, e_ix = np.unique(E, return_inverse=True)
+    sizes = [max(len(models), 1), max(len(benches), 1), max(len(tasks), 1), max(len(ue), 1)]
+    if float(np.prod(np.array(sizes, dtype=np.float64))) < 2**62:
+        combined = ((M * sizes[1] + B) * sizes[2] + T) * sizes[3] + e_ix.ravel()
+        _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    else:  # pragma: no cover - astronomically many distinct keys
+        _, first, inv = np.unique(np.stack([M, B, T, E], 1), axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    slot_of = np.empty_like(order)
+    slot_of[order] = np.arange(order.size)
+    gslot = slot_of[inv.ravel()]
+    n = order.size
+    key_rows = first[order]
+    out: dict[str, Any] = {
+        "models": models.vocab(), "benchmarks": benches.vocab(), "tasks": tasks.vocab(),
+        "skills": skills.vocab(),
+        "m": M[key_rows].astype(np.int32), "b": B[key_rows].astype(np.int32),
+        "t": T[key_rows].astype(np.int32), "e": E[key_rows],
+        "seen": np.zeros(n, np.uint8), "y_pos": np.zeros(n, np.uint8), "y_neg": np.zeros(n, np.uint8),
+        "invoked": np.zeros(n, np.uint8), "adh": np.full(n, ADHERENCE_UNKNOWN, np.int8),
+        "src": (np.full(n, -1, np.int32), np.full(n, -1, np.int32)),
+        "line": (np.zeros(n, np.int64), np.zeros(n, np.int64)),
+        "names": {}, "error": None,
+    }
+    seen = out["seen"]
+    rows, cols, rk, sc = [], [], [], []
+    start = 0
+    for p, smap in zip(parts, cols_s, strict=True):
+        k = p["seen"].size
+        g = gslot[start:start + k]
+        start += k
+        out["names"].update(p["names"])
+        ps = p["seen"]
+        # a key already seen for one condition in an earlier file: the first such line of this file
+        best = None
+        for cond, bit in ((ENABLED, 1), (DISABLED, 2)):
+            dup = np.flatnonzero((ps & bit) & (seen[g] & bit))
+            if dup.size:
+                j = int(dup[np.argmin(p["line"][cond][dup])])
+                if best is None or p["line"][cond][j] < p["line"][best[0]][best[1]]:
+                    best = (cond, j)
+        if best is not None:
+            cond, j = best
+            gs = int(g[j])
+            prev = f"{out['names'][int(out['src'][cond][gs])]}:{int(out['line'][cond][gs])}"
+            where = f"{out['names'][int(p['src'][cond][j])]}:{int(p['line'][cond][j])}"
+            raise RunLogError(
+                f"{where}: duplicate {'enabled' if cond else 'disabled'} record for "
+                f"model={p['models'][p['m'][j]]!r} benchmark={p['benchmarks'][p['b'][j]]!r} "
+                f"task_id={p['tasks'][p['t'][j]]!r} epoch={int(p['e'][j])} (first at {prev})"
+            )
+        if p["error"] is not None:
+            raise RunLogError(p["error"])
+        seen[g] |= ps
+        en = (ps & 1) != 0
+        ge = g[en]
+        out["y_pos"][ge] = p["y_pos"][en]
+        out["invoked"][ge] = p["invoked"][en]
+        out["adh"][ge] = p["adh"][en]
+        out["src"][1][ge] = p["src"][1][en]
+        out["line"][1][ge] = p["line"][1][en]
+        dis = (ps & 2) != 0
+        gd = g[dis]
+        out["y_neg"][gd] = p["y_neg"][dis]
+        out["src"][0][gd] = p["src"][0][dis]
+        out["line"][0][gd] = p["line"][0][dis]
+        rows.append(g[p["rows"]].astype(np.int32))
+        cols.append(smap[p["cols"]].astype(np.int32))
+        rk.append(p["rk"])
+        sc.append(p["sc"])
+    out["rows"], out["cols"] = np.concatenate(rows), np.concatenate(cols)
+    out["rk"], out["sc"] = np.concatenate(rk), np.concatenate(sc)
+    return out
+
+
+def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
+    seen_arr = p["seen"]
+    names = p["names"]
     both = (seen_arr & 3) == 3
     errored = (seen_arr & 4) != 0
     keep = both & ~errored
     unpaired = np.flatnonzero(~both)
     examples = []
     if unpaired.size:
-        inv_models, inv_benches, inv_tasks = models.vocab(), benches.vocab(), tasks.vocab()
-        inv_keys = {v: k for k, v in slots.items()} if unpaired.size else {}
         for s in unpaired[:5]:
-            m, b, t, e = inv_keys[int(s)]
             only = "enabled" if seen_arr[s] & 1 else "disabled"
             c = ENABLED if only == "enabled" else DISABLED
             examples.append(
-                f"{names[first_src[c][s]]}:{first_line[c][s]}: {inv_models[m]}/{inv_benches[b]}/"
-                f"{inv_tasks[t]} epoch {e} has only its {only} record"
+                f"{names[int(p['src'][c][s])]}:{int(p['line'][c][s])}: {p['models'][p['m'][s]]}/"
+                f"{p['benchmarks'][p['b'][s]]}/{p['tasks'][p['t'][s]]} epoch {int(p['e'][s])} "
+                f"has only its {only} record"
             )
         if strict:
             raise UnpairedError(
                 f"{examples[0]} ({unpaired.size} unpaired record(s); drop --strict to leave them out)"
             )
-
-    n_slots = len(seen)
-    keys = np.array(list(slots.keys()), dtype=np.int64).reshape(-1, 4)
-    order = np.zeros(n_slots, dtype=np.int64)
-    order[np.fromiter(slots.values(), dtype=np.int64, count=len(slots))] = np.arange(len(slots))
-    keys = keys[order]  # row s = key of slot s
+    n_slots = seen_arr.size
     idx = np.flatnonzero(keep)
-    shape = (n_slots, len(skills))
-    r = np.frombuffer(rows, dtype=np.int32) if rows else np.zeros(0, np.int32)
-    c = np.frombuffer(cols, dtype=np.int32) if cols else np.zeros(0, np.int32)
-    ranks = sp.csr_matrix((np.frombuffer(rk, dtype=np.float32) if rk else np.zeros(0, np.float32), (r, c)), shape=shape)
-    scores = sp.csr_matrix((np.frombuffer(sc, dtype=np.float32) if sc else np.zeros(0, np.float32), (r, c)), shape=shape)
+    shape = (n_slots, len(p["skills"]))
+    r, c = p["rows"], p["cols"]
+    ranks = sp.csr_matrix((p["rk"], (r, c)), shape=shape)
+    scores = sp.csr_matrix((p["sc"], (r, c)), shape=shape)
     ranks.sort_indices()
     scores.sort_indices()
     return PairedRuns(
-        models=models.vocab(), benchmarks=benches.vocab(), tasks=tasks.vocab(), skills=skills.vocab(),
-        model=keys[idx, 0].astype(np.int32), benchmark=keys[idx, 1].astype(np.int32),
-        task=keys[idx, 2].astype(np.int32), epoch=keys[idx, 3].astype(np.int32),
-        y_pos=np.frombuffer(bytes(y_pos), dtype=np.uint8)[idx].astype(bool),
-        y_neg=np.frombuffer(bytes(y_neg), dtype=np.uint8)[idx].astype(bool),
-        invoked=np.frombuffer(bytes(invoked), dtype=np.uint8)[idx].astype(bool),
-        adhered=np.frombuffer(adh, dtype=np.int8)[idx].copy() if len(adh) else np.zeros(0, np.int8),
+        models=tuple(p["models"]), benchmarks=tuple(p["benchmarks"]), tasks=tuple(p["tasks"]),
+        skills=tuple(p["skills"]),
+        model=p["m"][idx].astype(np.int32), benchmark=p["b"][idx].astype(np.int32),
+        task=p["t"][idx].astype(np.int32), epoch=p["e"][idx].astype(np.int32),
+        y_pos=p["y_pos"][idx].astype(bool), y_neg=p["y_neg"][idx].astype(bool),
+        invoked=p["invoked"][idx].astype(bool), adhered=p["adh"][idx].copy(),
         ranks=ranks[idx], scores=scores[idx],
         n_unpaired=int(unpaired.size), unpaired_examples=tuple(examples),
-        n_error_pairs=int((both & errored).sum()), sources=tuple(names),
+        n_error_pairs=int((both & errored).sum()), sources=tuple(names[i] for i in sorted(names)),
     )
+
+
+def load_runs(
+    paths: Iterable[str],
+    *,
+    strict: bool = False,
+    library: Any = None,
+    jobs: int = 1,
+) -> PairedRuns:
+    """Stream run logs, validate each record, pair them; raise RunLogError naming file:line.
+
+    `jobs` > 1 parses that many files at once in worker processes (files are the unit of work;
+    standard input is always read here). The result, and the first error reported, are the same
+    as with jobs=1: records pair across files and a duplicate key names both lines.
+    """
+    paths = [str(p) for p in paths]
+    code = _CodeLines(library)
+    # Millions of small containers and no cycles: the cyclic collector would only rescan them.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(paths, strict, code, jobs)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int) -> PairedRuns:
+    if jobs > 1 and len(paths) > 1 and "-" not in paths:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+            parts = list(pool.map(_parse_one, [(p, i, code) for i, p in enumerate(paths)]))
+        return _paired(_merge(parts), strict)
+    st = _State(code)
+    for ix, path in enumerate(paths):
+        _feed_file(st, path, ix)
+    return _paired(_part(st), strict)
 
 
 def read_text_records(text: str, name: str = "<string>") -> PairedRuns:

@@ -1,0 +1,139 @@
+"""Benchmark suite: wall time and peak memory of skillaudit commands vs a pandas reference.
+
+    python bench/run.py [--sizes 10000,100000,1000000] [--pandas-at 200000] [--timeout 900]
+                        [--rank-bootstrap 0] [--audit-bootstrap 0] [--skip audit] [--jobs 2]
+
+For each size it generates (once, cached in bench/out/data/<pairs>/) a paired log in 4 files and a
+2,000-skill SKILL.md library (bench/generate.py), then runs each command in its own subprocess
+and reads that child's peak RSS from wait4(). At --pandas-at pairs it also runs
+bench/pandas_reference.py (the same per-skill counts as `rank`, written with read_json / merge /
+explode / groupby), checks the counts are equal, and prints the time and memory ratios.
+Figures, not assertions; results are also appended to bench/out/results.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+PY = sys.executable
+CLI = [PY, "-m", "skillaudit.cli"] if not (Path(PY).parent / "skillaudit").exists() else [str(Path(PY).parent / "skillaudit")]
+
+
+def dataset(n: int, skills: int) -> tuple[list[str], str]:
+    d = OUT / "data" / f"{n}"
+    files = sorted(str(p) for p in d.glob("runs-*.jsonl"))
+    if not files or not (d / "skills").is_dir():
+        print(f"generating {n:,} pairs ...", file=sys.stderr, flush=True)
+        subprocess.run([PY, str(HERE / "generate.py"), str(d), "--pairs", str(n), "--skills", str(skills)],
+                       check=True, stdout=sys.stderr)
+        files = sorted(str(p) for p in d.glob("runs-*.jsonl"))
+    return files, str(d / "skills")
+
+
+def measure(cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
+    """Run `cmd`; wall seconds, peak RSS (MB) of that child, exit status."""
+    out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
+    deadline = t0 + timeout
+    status, rusage = 0, None
+    while True:
+        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            proc.kill()
+            _, status, rusage = os.wait4(proc.pid, 0)
+            status = -9
+            break
+        time.sleep(0.05)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace")[-400:] if proc.stderr else ""
+    proc.returncode = 0  # reaped by wait4
+    if stdout:
+        out.close()
+    code = status if status == -9 else os.waitstatus_to_exitcode(status)
+    cpu = rusage.ru_utime + rusage.ru_stime  # includes the child's reaped workers (--jobs)
+    return {"wall_s": wall, "cpu_s": cpu, "peak_mb": rusage.ru_maxrss / 1024, "exit": code,
+            "stderr": err if code else ""}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--skills", type=int, default=2000)
+    ap.add_argument("--pandas-at", type=int, default=200_000, help="size of the pandas comparison (0 = none)")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--rank-bootstrap", type=int, default=0,
+                    help="rank --bootstrap (regression CIs; 0 = off, see docs/scaling.md)")
+    ap.add_argument("--audit-bootstrap", type=int, default=None, help="audit --bootstrap (default: the command's)")
+    ap.add_argument("--skip", default="", help="comma list of steps to skip: metrics,rank,audit,jobs")
+    ap.add_argument("--jobs", type=int, default=2, help="also time `metrics --jobs N` (0 = no)")
+    args = ap.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.pandas_at and args.pandas_at not in sizes:
+        sizes = sorted([*sizes, args.pandas_at])
+    OUT.mkdir(exist_ok=True)
+    rows: list[dict] = []
+
+    def record(n: int, step: str, res: dict) -> dict:
+        res = {"pairs": n, "step": step, **res}
+        rows.append(res)
+        flag = "" if res["exit"] == 0 else f"  (exit {res['exit']}{', timed out' if res['exit'] == -9 else ''})"
+        print(f"{n:>9,}  {step:<26}{res['wall_s']:>9.2f} s{res['cpu_s']:>9.2f} s{res['peak_mb']:>9.0f} MB"
+              f"{1e6 * res['wall_s'] / n:>9.1f} us/pair{flag}", flush=True)
+        if res["exit"] not in (0, -9) and res["stderr"]:
+            print("    " + res["stderr"].strip().replace("\n", "\n    "), flush=True)
+        with (OUT / "results.jsonl").open("a") as fh:
+            fh.write(json.dumps({**res, "cores": os.cpu_count(), "time": time.time()}) + "\n")
+        return res
+
+    print(f"machine: {os.cpu_count()} cores, {platform.machine()}, python {platform.python_version()}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'pairs':>9}  {'step':<26}{'wall':>11}{'cpu':>11}{'peak':>12}{'wall/pair':>17}")
+    for n in sizes:
+        files, lib = dataset(n, args.skills)
+        tmp = OUT / "tmp"
+        tmp.mkdir(exist_ok=True)
+        if "metrics" not in skip:
+            record(n, "metrics", measure([*CLI, "metrics", *files, "--json"], args.timeout))
+            if args.jobs > 1 and "jobs" not in skip:
+                record(n, f"metrics --jobs {args.jobs}",
+                       measure([*CLI, "metrics", *files, "--json", "--jobs", str(args.jobs)], args.timeout))
+        rank_res = None
+        if "rank" not in skip:
+            rank_res = record(n, f"rank (bootstrap {args.rank_bootstrap})", measure(
+                [*CLI, "rank", *files, "--skills", lib, "--json", "--bootstrap", str(args.rank_bootstrap)],
+                args.timeout, stdout=str(tmp / "rank.json")))
+        if n == args.pandas_at:
+            pd_res = record(n, "pandas reference", measure(
+                [PY, str(HERE / "pandas_reference.py"), *files, "--json"], args.timeout,
+                stdout=str(tmp / "pandas.json")))
+            if rank_res and rank_res["exit"] == 0 and pd_res["exit"] == 0:
+                ours = {s["skill_id"]: [s["n_retrieved"], s["b"], s["c"]]
+                        for s in json.loads((tmp / "rank.json").read_text())["skills"] if s["n_retrieved"]}
+                theirs = json.loads((tmp / "pandas.json").read_text())
+                print(f"    per-skill counts equal to pandas: {ours == theirs} ({len(ours)} skills); "
+                      f"rank is {pd_res['wall_s'] / rank_res['wall_s']:.1f}x faster, "
+                      f"peak memory {rank_res['peak_mb'] / pd_res['peak_mb']:.2f} of pandas'", flush=True)
+        if "audit" not in skip:
+            cmd = [*CLI, "audit", *files, "--skills", lib, "--out", str(tmp / f"audit-{n}"),
+                   "--embedder", "tfidf", "--quiet"]
+            if args.audit_bootstrap is not None:
+                cmd += ["--bootstrap", str(args.audit_bootstrap)]
+            record(n, "audit --embedder tfidf", measure(cmd, args.timeout))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""`--jobs`: parsing files in worker processes gives exactly what reading them one by one gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _factories import pair
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+from skillaudit.errors import RunLogError
+from skillaudit.runs import PairedRuns, load_runs
+
+
+def assert_same(a: PairedRuns, b: PairedRuns) -> None:
+    for f in ("models", "benchmarks", "tasks", "skills", "n_unpaired", "unpaired_examples",
+              "n_error_pairs", "sources"):
+        assert getattr(a, f) == getattr(b, f), f
+    for f in ("model", "benchmark", "task", "epoch", "y_pos", "y_neg", "invoked", "adhered"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.dtype == y.dtype and np.array_equal(x, y), f
+    for f in ("ranks", "scores"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.shape == y.shape
+        assert np.array_equal(x.indptr, y.indptr) and np.array_equal(x.indices, y.indices)
+        assert np.array_equal(x.data, y.data, equal_nan=True)
+
+
+@pytest.fixture
+def three_files(write_jsonl):
+    """Pairs split across files (enabled in one, disabled in another), unpaired and error records."""
+    a, b, c = [], [], []
+    for i in range(30):
+        on, off = pair(f"t{i}", i % 3 == 0, i % 2 == 0, retrieved=[f"s{i % 7}", f"s{(i * 5) % 11}"] if i % 4 else None,
+                       model=f"m{i % 2}", benchmark="mbpp", epoch=1 + i % 3, answer="uses s3 here")
+        (a if i % 2 else b).append(on)
+        (b if i % 3 else c).append(off)
+    c.append({"task_id": "lonely", "condition": "enabled", "correct": True, "retrieved": ["zz"]})
+    b.append({"task_id": "err", "condition": "on", "correct": True, "error": "timeout"})
+    c.append({"task_id": "err", "condition": "off", "correct": True})
+    b.append("")  # a blank line forces the exact path for that block
+    return [str(write_jsonl(a, "a.jsonl")), str(write_jsonl(b, "b.jsonl")), str(write_jsonl(c, "c.jsonl"))]
+
+
+def test_jobs_two_equals_jobs_one(three_files):
+    """Two workers give identical arrays, vocabularies, sparse matrices and unpaired examples."""
+    one = load_runs(three_files, jobs=1)
+    assert one.n_pairs == 30 and one.n_unpaired == 1 and one.n_error_pairs == 1
+    assert_same(one, load_runs(three_files, jobs=2))
+    assert_same(load_runs(list(reversed(three_files))), load_runs(list(reversed(three_files)), jobs=3))
+
+
+def test_duplicate_across_files_names_both_lines(write_jsonl, tmp_path, monkeypatch):
+    """A key repeated in a later file is reported at its line with the first file's line, as with jobs=1."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(pair("t", True, False) + pair("u", True, True), "x.jsonl")
+    write_jsonl([*pair("v", True, True), {"task_id": "u", "condition": "off", "correct": False}], "y.jsonl")
+    msgs = []
+    for jobs in (1, 2):
+        with pytest.raises(RunLogError) as err:
+            load_runs(["x.jsonl", "y.jsonl"], jobs=jobs)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1] == (
+        "y.jsonl:3: duplicate disabled record for model='default' benchmark='default' "
+        "task_id='u' epoch=1 (first at x.jsonl:4)"
+    )
+
+
+def test_first_error_in_file_order_wins(write_jsonl, tmp_path, monkeypatch):
+    """An earlier file's bad line is reported before a later file's, and before a later missing file."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl([*pair("t", True, False), '{"task_id": "t2", "condition": "maybe", "correct": true}'], "x.jsonl")
+    write_jsonl(["{bad"], "y.jsonl")
+    for jobs in (1, 2):
+        with pytest.raises(RunLogError, match=r"^x.jsonl:3: unknown condition \"maybe\""):
+            load_runs(["x.jsonl", "y.jsonl", "missing.jsonl"], jobs=jobs)
+        with pytest.raises(RunLogError, match=r"^y.jsonl:1: invalid JSON \(column 2\)$"):
+            load_runs(["y.jsonl", "missing.jsonl"], jobs=jobs)
+
+
+def test_metrics_jobs_option_gives_same_json(three_files):
+    """`skillaudit metrics --jobs 2` prints the same document as without it."""
+    runner = CliRunner()
+    base = runner.invoke(cli, ["metrics", *three_files, "--json", "--bootstrap", "200"])
+    par = runner.invoke(cli, ["metrics", *three_files, "--json", "--bootstrap", "200", "--jobs", "2"])
+    assert base.exit_code == 0, base.output
+    assert par.exit_code == 0 and par.stdout == base.stdout
