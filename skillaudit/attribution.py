@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import linalg
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import Ridge
 
@@ -39,6 +40,9 @@ SCHEMES = ("equal", "rank", "score")
 # Above this many cells (units x groups^2) the bootstrap loops over resamples instead of
 # resampling per-unit Gram matrices in one product.
 _MAX_GRAM_CELLS = 30_000_000
+# Above this many (merged) skill columns the regression interval is a sandwich, not a bootstrap:
+# each resample would need its own dense solve.
+_MAX_BOOT_SKILLS = 300
 
 
 class AttributionError(InputError):
@@ -80,6 +84,7 @@ class SkillEffectRegression(RegressorMixin, BaseEstimator):
             raise ValueError("X and y have different numbers of rows")
         groups = np.arange(n) if groups is None else np.asarray(groups).ravel()
         self.n_features_in_ = p
+        self.interval_method_: str | None = None
 
         col_n = np.asarray(X.sum(axis=0)).ravel()
         members, col_group = _identical_columns(X, col_n)
@@ -99,14 +104,26 @@ class SkillEffectRegression(RegressorMixin, BaseEstimator):
         boot_g = np.full((max(self.n_boot, 0), g), np.nan)
         if g and n:
             gram = (Z.T @ Z).toarray()
-            est_g = _estimable(gram)
-            ridge = Ridge(alpha=self.alpha, fit_intercept=False, solver="cholesky")
-            ridge.fit(Z if n * g > 5_000_000 else Z.toarray(), y)
-            coef_g = np.asarray(ridge.coef_, dtype=np.float64).ravel()
-            if self.n_boot > 0:
+            null = _null_space(gram)
+            est_g = _estimable(null, g)
+            if g > _MAX_BOOT_SKILLS and self.alpha > 0:
+                # the same solution as Ridge(solver="cholesky"), with a factorisation we reuse
+                factor = linalg.cho_factor(gram + self.alpha * np.eye(g))
+                coef_g = linalg.cho_solve(factor, np.asarray(Z.T @ y).ravel())
+            else:
+                ridge = Ridge(alpha=self.alpha, fit_intercept=False, solver="cholesky")
+                ridge.fit(Z if n * g > 5_000_000 else Z.toarray(), y)
+                coef_g = np.asarray(ridge.coef_, dtype=np.float64).ravel()
+            if self.n_boot > 0 and g > _MAX_BOOT_SKILLS:
+                # too wide for resampling: cluster-robust (task-level) sandwich interval instead
+                ci_g, p_g = _sandwich(Z, y, groups, coef_g, factor, self.level)
+                boot_g = np.full((0, g), np.nan)
+                self.interval_method_ = "sandwich"
+            elif self.n_boot > 0:
                 boot_g = self._bootstrap(Z, y, groups)
                 ci_g = _percentile(boot_g, self.level)
                 p_g = _boot_p(boot_g)
+                self.interval_method_ = "bootstrap"
         self.n_groups_ = g
 
         coef = np.full(p, np.nan)
@@ -117,7 +134,7 @@ class SkillEffectRegression(RegressorMixin, BaseEstimator):
         alias_ci = np.full((p, 2), np.nan)
         aliases: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(p)]
         boot = np.full((boot_g.shape[0], p), np.nan)
-        dependent = _dependent_sets(gram, est_g) if g and n else {}
+        dependent = _dependent_sets(null, est_g) if g and n else {}
         for gi, cols in enumerate(members):
             alone = len(cols) == 1 and est_g[gi]
             for j in cols:
@@ -215,29 +232,66 @@ def _identical_columns(X: sp.csr_matrix, col_n: np.ndarray) -> tuple[list[list[i
 
 
 def _null_space(gram: np.ndarray) -> np.ndarray:
+    """Basis of the null space of the (PSD) Gram matrix; empty when it has full rank.
+
+    A pivoted Cholesky (LAPACK ?pstrf) settles the common full-rank case at a fraction of the
+    cost of the eigendecomposition, which is only computed for rank-deficient designs.
+    """
+    g = gram.shape[0]
+    tol = g * np.finfo(float).eps * max(float(np.abs(gram).max(initial=0.0)), 1.0) * 1e3
+    if g:
+        _, _, rank, info = linalg.lapack.dpstrf(gram, tol=tol, lower=1)
+        if info == 0 and rank == g:
+            return np.zeros((g, 0))
     vals, vecs = np.linalg.eigh(gram)
     tol = max(gram.shape) * np.finfo(float).eps * max(float(vals.max(initial=0.0)), 1.0) * 1e3
     return vecs[:, vals <= tol]
 
 
-def _estimable(gram: np.ndarray) -> np.ndarray:
+def _estimable(null: np.ndarray, g: int) -> np.ndarray:
     """Bool per column: its coefficient is estimable (orthogonal to the design's null space)."""
-    null = _null_space(gram)
     if null.shape[1] == 0:
-        return np.ones(gram.shape[0], dtype=bool)
+        return np.ones(g, dtype=bool)
     return np.linalg.norm(null, axis=1) < 1e-6
 
 
-def _dependent_sets(gram: np.ndarray, est: np.ndarray) -> dict[int, list[int]]:
+def _dependent_sets(null: np.ndarray, est: np.ndarray) -> dict[int, list[int]]:
     """For each non-estimable merged column, the other columns entangled with it in the null space."""
     if est.all():
         return {}
-    load = np.abs(_null_space(gram)) > 1e-6
+    load = np.abs(null) > 1e-6
     out: dict[int, list[int]] = {}
     for gi in np.flatnonzero(~est):
         vecs = load[gi]
         out[int(gi)] = [int(k) for k in np.flatnonzero(load[:, vecs].any(axis=1)) if k != gi]
     return out
+
+
+def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndarray,
+              factor: tuple[np.ndarray, bool], level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Normal intervals and p-values from the task-clustered sandwich covariance of the ridge fit.
+
+    cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u; only its
+    diagonal is formed, so a 2,000-skill library costs one factorisation and one product.
+    """
+    from scipy import stats
+
+    n, g = Z.shape
+    _, unit = np.unique(groups, return_inverse=True)
+    unit = unit.ravel()
+    n_units = int(unit.max()) + 1
+    resid = y - np.asarray(Z @ coef).ravel()
+    agg = sp.csr_matrix((np.ones(n), (unit, np.arange(n))), shape=(n_units, n))
+    scores = (agg @ Z.multiply(resid[:, None]).tocsr()).tocsr()
+    meat = (scores.T @ scores).toarray()
+    a_inv = linalg.cho_solve(factor, np.eye(g))
+    var = np.einsum("ij,ij->i", a_inv @ meat, a_inv)  # diag(A^-1 M A^-1), A symmetric
+    se = np.sqrt(np.maximum(var * n_units / max(n_units - 1, 1), 0.0))
+    z = stats.norm.ppf(0.5 + level / 2)
+    ci = np.column_stack([coef - z * se, coef + z * se])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pv = np.where(se > 0, 2 * stats.norm.sf(np.abs(coef) / se), 1.0)
+    return ci, pv
 
 
 def _percentile(samples: np.ndarray, level: float) -> np.ndarray:
@@ -463,6 +517,7 @@ def attribute(
         "regression": bool(regression),
         "ridge_alpha": alpha,
         "bootstrap": n_boot if regression else 0,
+        "regression_interval": getattr(reg, "interval_method_", None),
         "seed": seed,
         "level": level,
         "n_pairs": runs.n_pairs,

@@ -16,29 +16,26 @@ from .stats import mcnemar_exact, paired_bootstrap_ci, wilson_interval
 
 SCHEMA = "skillaudit.metrics/v1"
 
-# Column order of the per-pair design used by `_statistics`.
-_COLS = ("one", "r", "yp", "yn", "yp_r", "yn_r", "b", "c", "b_r", "c_r")
+# Column order of the per-pair design used by `_statistics`. b - c = y+ - y- pair by pair, so these
+# six totals determine every rate; fewer columns mean fewer distinct task patterns to resample.
+_COLS = ("one", "r", "yp", "yn", "yp_r", "yn_r")
 _STATS = ("oae", "rae", "delta_skip", "agg_lift", "selection_gap")
 
 
 def _columns(runs: PairedRuns) -> np.ndarray:
     r = runs.retrieved
     yp, yn = runs.y_pos, runs.y_neg
-    b = yp & ~yn
-    c = yn & ~yp
-    return np.column_stack([np.ones_like(r), r, yp, yn, yp & r, yn & r, b, c, b & r, c & r]).astype(
-        np.float64
-    )
+    return np.column_stack([np.ones_like(r), r, yp, yn, yp & r, yn & r]).astype(np.float64)
 
 
 def _statistics(t: np.ndarray) -> np.ndarray:
-    """(B x 10) totals -> (B x 5) statistics in `_STATS` order; NaN where a side is empty."""
-    one, r, yp, yn, yp_r, yn_r, b, c, b_r, c_r = (t[:, i] for i in range(t.shape[1]))
+    """(B x 6) totals -> (B x 5) statistics in `_STATS` order; NaN where a side is empty."""
+    one, r, yp, yn, yp_r, yn_r = (t[:, i] for i in range(t.shape[1]))
     skip = one - r
     with np.errstate(divide="ignore", invalid="ignore"):
-        oae = np.where(one > 0, (b - c) / one, np.nan)
-        rae = np.where(r > 0, (b_r - c_r) / r, np.nan)
-        dskip = np.where(skip > 0, ((b - b_r) - (c - c_r)) / skip, np.nan)
+        oae = np.where(one > 0, (yp - yn) / one, np.nan)
+        rae = np.where(r > 0, (yp_r - yn_r) / r, np.nan)
+        dskip = np.where(skip > 0, ((yp - yp_r) - (yn - yn_r)) / skip, np.nan)
         lift = np.where((r > 0) & (skip > 0), yp_r / r - (yp - yp_r) / skip, np.nan)
         gap = np.where((r > 0) & (skip > 0), yn_r / r - (yn - yn_r) / skip, np.nan)
     return np.column_stack([oae, rae, dskip, lift, gap])
@@ -126,7 +123,11 @@ def group_metrics(
     """Metrics of the pairs in `runs` (already narrowed to one group)."""
     cols = _columns(runs)
     tot = cols.sum(axis=0)
-    one, r, yp, yn, _, _, b, c, b_r, c_r = (int(v) for v in tot)
+    one, r, yp, yn = (int(v) for v in tot[:4])
+    rescue = runs.y_pos & ~runs.y_neg
+    harm = runs.y_neg & ~runs.y_pos
+    b, c = int(rescue.sum()), int(harm.sum())
+    b_r, c_r = int((rescue & runs.retrieved).sum()), int((harm & runs.retrieved).sum())
     point = _statistics(tot[None, :])[0]
     oae, rae, dskip, lift, gap = (_num(v) for v in point)
     units = runs.unit_ids()

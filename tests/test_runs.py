@@ -7,12 +7,11 @@ import json
 
 import numpy as np
 import pytest
+from _factories import pair
 
 from skillaudit.errors import RunLogError, UnpairedError
 from skillaudit.library import Library, Skill
 from skillaudit.runs import load_runs
-
-from _factories import pair
 
 
 def test_pairs_on_model_benchmark_task_epoch(write_jsonl):
@@ -21,8 +20,7 @@ def test_pairs_on_model_benchmark_task_epoch(write_jsonl):
     recs += pair("t1", True, True, model="m2", benchmark="b")
     runs = load_runs([write_jsonl(list(reversed(recs)))])
     assert runs.n_pairs == 3
-    assert sorted(zip(runs.model.tolist(), runs.epoch.tolist())) == [(0, 1), (0, 2), (1, 1)] or runs.models
-    key = {(runs.models[m], e): (bool(p), bool(n)) for m, e, p, n in zip(runs.model, runs.epoch, runs.y_pos, runs.y_neg)}
+    key = {(runs.models[m], e): (bool(p), bool(n)) for m, e, p, n in zip(runs.model, runs.epoch, runs.y_pos, runs.y_neg, strict=True)}
     assert key == {("m", 1): (True, False), ("m", 2): (False, False), ("m2", 1): (True, True)}
 
 
@@ -50,10 +48,10 @@ def test_retrieved_set_is_deduplicated_in_rank_order(write_jsonl):
     }
     runs = load_runs([write_jsonl([on, {"task_id": "t", "condition": "disabled", "correct": False}])])
     row = runs.ranks.getrow(0)
-    got = {runs.skills[j]: int(v) for j, v in zip(row.indices, row.data)}
+    got = {runs.skills[j]: int(v) for j, v in zip(row.indices, row.data, strict=True)}
     assert got == {"b": 1, "a": 2, "c": 3}
     srow = runs.scores.getrow(0)
-    scores = {runs.skills[j]: float(v) for j, v in zip(srow.indices, srow.data)}
+    scores = {runs.skills[j]: float(v) for j, v in zip(srow.indices, srow.data, strict=True)}
     assert scores == {"b": 2.0, "a": 5.0, "c": 0.5}
     assert runs.retrieved.tolist() == [True] and runs.invoked.tolist() == [True]
 
@@ -76,7 +74,7 @@ def test_retrieved_shorthand_is_one_call(write_jsonl):
 
 def test_unpaired_records_are_counted_and_left_out(write_jsonl):
     """A record without its other condition is left out, counted, and named in an example."""
-    recs = pair("t", True, True) + [{"task_id": "lonely", "condition": "enabled", "correct": True}]
+    recs = [*pair("t", True, True), {"task_id": "lonely", "condition": "enabled", "correct": True}]
     path = write_jsonl(recs)
     runs = load_runs([path])
     assert runs.n_pairs == 1 and runs.n_unpaired == 1
@@ -145,7 +143,7 @@ def test_bad_records_name_file_and_line(write_jsonl, tmp_path, monkeypatch, line
 def test_duplicate_key_names_both_lines(write_jsonl, tmp_path, monkeypatch):
     """A key seen twice for one condition is an error naming both line numbers."""
     monkeypatch.chdir(tmp_path)
-    write_jsonl(pair("t", True, False) + [{"task_id": "t", "condition": "on", "correct": False}])
+    write_jsonl([*pair("t", True, False), {"task_id": "t", "condition": "on", "correct": False}])
     with pytest.raises(RunLogError) as err:
         load_runs(["runs.jsonl"])
     assert str(err.value) == (

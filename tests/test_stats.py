@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -92,15 +90,6 @@ def test_paired_bootstrap_keeps_epochs_of_a_task_together():
     assert ci[0].tolist() == [0.25, 0.25]
 
 
-def test_bootstrap_20000_by_1000_tasks_is_fast():
-    """20,000 resamples of 1,000 tasks finish well under a second (a sanity bound, not a benchmark)."""
-    rng = np.random.default_rng(0)
-    values = np.column_stack([np.ones(1000), rng.integers(-1, 2, 1000)]).astype(float)
-    t0 = time.perf_counter()
-    paired_bootstrap_ci(np.arange(1000), values, lambda t: (t[:, 1] / t[:, 0])[:, None], n_boot=20_000)
-    assert time.perf_counter() - t0 < 1.0
-
-
 def test_bootstrap_coverage_on_simulated_data():
     """About 95% of RAE intervals cover the true effect over many simulated paired runs."""
     rng = np.random.default_rng(42)
@@ -131,5 +120,5 @@ def test_distinct_rows_matches_numpy_unique():
     for values in (rng.integers(-3, 4, size=(500, 5)).astype(float), rng.normal(size=(50, 3)).round(1)):
         rows, counts = distinct_rows(values)
         ref_rows, ref_counts = np.unique(values, axis=0, return_counts=True)
-        got = sorted(zip(map(tuple, rows), counts.tolist()))
-        assert got == sorted(zip(map(tuple, ref_rows), ref_counts.tolist()))
+        got = sorted(zip(map(tuple, rows), counts.tolist(), strict=True))
+        assert got == sorted(zip(map(tuple, ref_rows), ref_counts.tolist(), strict=True))
