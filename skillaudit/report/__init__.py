@@ -1,0 +1,15 @@
+"""The audit report: run the whole pipeline into one plain document, then render and write it.
+
+- `build.build_audit(...)` -> `AuditResult` (sections `metrics`, `skills`, `clusters`,
+  `recommendations`, `graph`, `inputs`, plus the `headline`), JSON-ready plain data;
+- `figures` draws the PNGs (matplotlib, Agg canvas, no global pyplot state);
+- `html` / `markdown` render the document with Jinja2 templates (HTML autoescaped, self-contained);
+- `write.write_report(result, out_dir)` writes everything into `out_dir` atomically.
+"""
+
+from __future__ import annotations
+
+from .build import AUDIT_SCHEMA, AuditResult, build_audit, load_audit
+from .write import write_report
+
+__all__ = ["AUDIT_SCHEMA", "AuditResult", "build_audit", "load_audit", "write_report"]

@@ -1,0 +1,495 @@
+"""Run the whole audit pipeline into one plain, JSON-ready document (`skillaudit.audit/v1`).
+
+Pipeline: library -> paired runs -> metrics (bootstrap CIs, McNemar) -> per-skill attribution
+(exposure counts, shares, regression) -> embedding clusters and near-duplicates (when a library is
+given) -> recommendations and the projected effect of the prune set -> co-retrieval graph. Every
+section is the `to_dict()` of the module that computed it, so `audit.json` carries the same
+contracts as `metrics`, `rank`, `clusters` and `prune --json`.
+
+Library code: raises `skillaudit.errors` exceptions, never prints; progress goes through the
+optional `progress(message)` callback.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import platform
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import InputError
+
+AUDIT_SCHEMA = "skillaudit.audit/v1"
+SECTIONS = ("metrics", "skills", "clusters", "recommendations", "graph", "inputs")
+#: significance level of the headline verdict (exact McNemar on the retrieval-triggered pairs)
+VERDICT_ALPHA = 0.05
+#: default bootstrap resamples of the regression attribution (its CIs); the metrics use --bootstrap.
+#: Each resample solves a skills x skills system, so libraries of thousands of skills want fewer.
+MAX_REGRESSION_BOOT = 2000
+
+Progress = Callable[[str], None]
+
+
+def _noop(_: str) -> None:
+    return None
+
+
+# ---------------------------------------------------------------- the result
+@dataclass(frozen=True)
+class AuditResult:
+    """The whole audit as plain data; `to_dict()` is what `audit.json` holds.
+
+    Sections: `headline` (the verdict), `metrics` (skillaudit.metrics/v1), `skills`
+    (skillaudit.rank/v1), `clusters` (skillaudit.clusters/v1 plus a 2-D `map`, or None without a
+    library), `recommendations` (skillaudit.prune/v1), `graph` (co-retrieval graph summary),
+    `inputs` (file hashes, version, settings), `figures` (file names inside the report).
+    """
+
+    headline: dict[str, Any]
+    metrics: dict[str, Any]
+    skills: dict[str, Any]
+    clusters: dict[str, Any] | None
+    recommendations: dict[str, Any]
+    graph: dict[str, Any]
+    inputs: dict[str, Any]
+    figures: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    # live objects for the writers (not serialised): the networkx export graph
+    extras: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": AUDIT_SCHEMA,
+            "headline": self.headline,
+            "metrics": self.metrics,
+            "skills": self.skills,
+            "clusters": self.clusters,
+            "recommendations": self.recommendations,
+            "graph": self.graph,
+            "inputs": self.inputs,
+            "figures": dict(self.figures),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> AuditResult:
+        if not isinstance(doc, dict) or doc.get("schema") != AUDIT_SCHEMA:
+            raise InputError(f"not a {AUDIT_SCHEMA} document")
+        missing = [s for s in (*SECTIONS, "headline") if s not in doc]
+        if missing:
+            raise InputError(f"{AUDIT_SCHEMA} document lacks section(s): {', '.join(missing)}")
+        return cls(
+            headline=doc["headline"], metrics=doc["metrics"], skills=doc["skills"],
+            clusters=doc["clusters"], recommendations=doc["recommendations"], graph=doc["graph"],
+            inputs=doc["inputs"], figures=dict(doc.get("figures") or {}),
+            notes=list(doc.get("notes") or []),
+        )
+
+
+def load_audit(path: str | Path) -> AuditResult:
+    """Read an `audit.json` back (InputError when it is not one)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: cannot read an audit document: {exc}") from None
+    try:
+        return AuditResult.from_dict(doc)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types: tuples -> lists, numpy -> Python, NaN/inf -> None."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+# ---------------------------------------------------------------- inputs: hashes
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _library_digest(path: Path) -> tuple[str, int]:
+    """sha256 over a library's files (relative path + content, sorted); (digest, file count)."""
+    if path.is_file():
+        return _sha256_file(path), 1
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not any(
+        part.startswith(".") for part in p.relative_to(path).parts))
+    for p in files:
+        h.update(p.relative_to(path).as_posix().encode("utf-8") + b"\0")
+        h.update(_sha256_file(p).encode("ascii") + b"\n")
+    return h.hexdigest(), len(files)
+
+
+def describe_inputs(run_paths: Sequence[str], skills_path: str | None, library: Any,
+                    settings: dict[str, Any], demo: bool = False) -> dict[str, Any]:
+    runs = []
+    for r in run_paths:
+        if r == "-":
+            runs.append({"path": "-", "sha256": None, "bytes": None})
+            continue
+        p = Path(r)
+        runs.append({"path": str(r), "name": p.name, "sha256": _sha256_file(p), "bytes": p.stat().st_size})
+    lib = None
+    if skills_path is not None:
+        digest, n_files = _library_digest(Path(skills_path))
+        lib = {
+            "path": str(skills_path), "sha256": digest, "files": n_files,
+            "n_skills": len(library) if library is not None else 0,
+            "warnings": list(getattr(library, "warnings", ())),
+        }
+    return {
+        "skillaudit_version": __version__,
+        "python": platform.python_version(),
+        "generated_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+        "demo": demo,
+        "runs": runs,
+        "library": lib,
+        "settings": settings,
+    }
+
+
+# ---------------------------------------------------------------- headline verdict
+def _pp(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:+.1f} pp"
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
+    """helps | hurts | unclear | too-few for one metrics group, with a one-sentence explanation."""
+    rae, p, n = g.get("rae"), g.get("mcnemar_p_cond"), g.get("n_cond", 0)
+    ci = g.get("rae_ci")
+    ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
+    counts = f"{g.get('cond_b', 0):,} rescues vs {g.get('cond_c', 0):,} harms on {n:,} tasks that retrieved skills"
+    if not g.get("reportable") or rae is None:
+        verdict = "too-few"
+        text = f"too few tasks retrieved skills to tell ({n:,} retrieval-triggered pairs)"
+    elif p is not None and p <= alpha and rae < 0:
+        verdict = "hurts"
+        text = f"skills hurt where they are used: RAE {_pp(rae)}{ci_txt} ({counts}; McNemar {_p(p)})"
+    elif p is not None and p <= alpha and rae > 0:
+        verdict = "helps"
+        text = f"skills help where they are used: RAE {_pp(rae)}{ci_txt} ({counts}; McNemar {_p(p)})"
+    else:
+        verdict = "unclear"
+        text = (f"no clear effect where skills are used: RAE {_pp(rae)}{ci_txt} ({counts}; "
+                f"McNemar {_p(p)}, not below {alpha})")
+    sign = None
+    if g.get("sign_disagreement"):
+        sign = (f"the aggregate lift ({_pp(g.get('agg_lift'))}) points the other way from RAE "
+                f"({_pp(rae)}): comparing tasks that retrieved skills with tasks that did not "
+                "gives the opposite answer to running the same tasks with and without skills")
+    return {
+        "model": g["model"], "benchmark": g["benchmark"], "verdict": verdict, "text": text,
+        "rae": rae, "rae_ci": ci, "agg_lift": g.get("agg_lift"), "mcnemar_p_cond": p, "n_cond": n,
+        "sign_disagreement": bool(g.get("sign_disagreement")), "sign_text": sign,
+    }
+
+
+def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None) -> dict[str, Any]:
+    """The answer to "does the library help where it is used?", one verdict per model."""
+    pooled = [g for g in metrics["groups"] if g["benchmark"] == "*"]
+    per_model = [model_verdict(g) for g in pooled]
+    verdicts = [v["verdict"] for v in per_model]
+    if len(per_model) == 1:
+        v = per_model[0]
+        overall = v["verdict"]
+        title = {
+            "helps": "The skill library helps where it is used",
+            "hurts": "The skill library hurts where it is used",
+            "unclear": "No clear effect of the skill library where it is used",
+            "too-few": "Too few tasks retrieved skills to judge the library",
+        }[overall]
+        text = f"On {v['model']}, {v['text']}."
+    else:
+        counts = {k: verdicts.count(k) for k in ("hurts", "helps", "unclear", "too-few")}
+        if counts["hurts"] and not counts["helps"]:
+            overall = "hurts"
+        elif counts["helps"] and not counts["hurts"]:
+            overall = "helps"
+        elif counts["helps"] and counts["hurts"]:
+            overall = "mixed"
+        elif counts["unclear"]:
+            overall = "unclear"
+        else:
+            overall = "too-few"
+        title = {
+            "helps": "The skill library helps where it is used",
+            "hurts": "The skill library hurts where it is used",
+            "mixed": "The skill library helps some models and hurts others",
+            "unclear": "No clear effect of the skill library where it is used",
+            "too-few": "Too few tasks retrieved skills to judge the library",
+        }[overall]
+        n = len(per_model)
+        words = {"hurts": "skills hurt", "helps": "skills help", "unclear": "no clear effect",
+                 "too-few": "too few retrievals to tell"}
+        parts = [f"{words[k]} for {v} of them" for k, v in counts.items() if v]
+        text = f"Across {n} models: " + "; ".join(parts) + "."
+    action = None
+    if recommendations:
+        recs = recommendations.get("recommendations", [])
+        by = {a: [r["skill_id"] for r in recs if r["action"] == a] for a in ("prune", "rewrite", "merge")}
+        proj = recommendations.get("projected") or {}
+        parts = []
+        if by["prune"]:
+            parts.append(f"prune {len(by['prune'])} ({', '.join(by['prune'][:4])}"
+                         f"{', …' if len(by['prune']) > 4 else ''})")
+        if by["rewrite"]:
+            parts.append(f"rewrite {len(by['rewrite'])}")
+        if by["merge"]:
+            parts.append(f"merge {len(by['merge'])}")
+        if parts:
+            action = "Recommended: " + "; ".join(parts) + "."
+            if by["prune"] and proj.get("rae_after") is not None:
+                action += (f" Projected RAE without the prune set: {_pp(proj.get('rae_before'))} → "
+                           f"{_pp(proj.get('rae_after'))} (a projection, not a measurement).")
+        else:
+            action = "No skill is reliably harmful enough to prune, rewrite or merge."
+    return {
+        "verdict": overall, "title": title, "text": text, "action": action,
+        "per_model": per_model,
+        "sign_disagreement": any(v["sign_disagreement"] for v in per_model)
+        or any(g.get("sign_disagreement") for g in metrics["groups"]),
+    }
+
+
+# ---------------------------------------------------------------- pieces
+#: lists longer than this inside audit.json are cut (the full lists are a command away)
+MAX_EVIDENCE_LIST = 25
+MAX_NEAR_DUPLICATES = 5000
+
+
+def _compact_recommendations(doc: dict[str, Any]) -> dict[str, Any]:
+    """Cut long lists in the evidence (e.g. a harmful cluster of hundreds of skills, repeated for
+    every member) to MAX_EVIDENCE_LIST items plus a `<key>_total` count."""
+    for rec in doc.get("recommendations", []):
+        ev = rec.get("evidence") or {}
+        for key, value in list(ev.items()):
+            if isinstance(value, (list, tuple)) and len(value) > MAX_EVIDENCE_LIST:
+                ev[key] = list(value[:MAX_EVIDENCE_LIST])
+                ev[f"{key}_total"] = len(value)
+    return doc
+
+
+def _map_coordinates(emb: Any) -> list[dict[str, Any]]:
+    """2-D PCA coordinates of the skill vectors (deterministic sign)."""
+    if emb is None or len(emb.keys) == 0:
+        return []
+    v = np.asarray(emb.vectors, dtype=np.float64)
+    n = v.shape[0]
+    if n == 1:
+        xy = np.zeros((1, 2))
+    else:
+        centred = v - v.mean(axis=0)
+        u, s, _ = np.linalg.svd(centred, full_matrices=False)
+        xy = u[:, :2] * s[:2]
+        if xy.shape[1] < 2:
+            xy = np.hstack([xy, np.zeros((n, 2 - xy.shape[1]))])
+        for j in range(2):  # fix the sign so the same library always draws the same way
+            k = int(np.argmax(np.abs(xy[:, j])))
+            if xy[k, j] < 0:
+                xy[:, j] = -xy[:, j]
+    return [{"skill_id": k, "x": round(float(x), 6), "y": round(float(y), 6)}
+            for k, (x, y) in zip(emb.keys, xy, strict=True)]
+
+
+def _graph_section(runs: Any, rows: dict[str, Any], library: Any, near_dups: list, cluster_rep: Any,
+                   seed: int) -> tuple[dict[str, Any], Any]:
+    from ..graph import (
+        communities,
+        community_summary,
+        interference,
+        merge_groups,
+        skill_graph,
+    )
+
+    inter = interference(runs)
+    cluster_of = cluster_rep.cluster_of() if cluster_rep is not None else None
+    harmful_ids = [c.id for c in cluster_rep.clusters if c.harmful] if cluster_rep is not None else []
+    g = skill_graph(runs, rows, library, near_duplicates=near_dups, cluster_of=cluster_of,
+                    harmful_clusters=harmful_ids, seed=seed, interfering=inter)
+    co_edges = [(a, b, d) for a, b, d in g.edges(data=True) if d.get("weight", 0) > 0]
+    co_edges.sort(key=lambda e: (-e[2]["weight"], e[0], e[1]))
+    from ..graph import co_retrieval_graph
+
+    co = co_retrieval_graph(runs, rows, library)
+    comms = community_summary(co, communities(co, seed=seed))
+    section = {
+        "nodes": g.number_of_nodes(),
+        "co_retrieval_edges": len(co_edges),
+        "near_duplicate_edges": sum(1 for *_, d in g.edges(data=True) if d.get("near_duplicate")),
+        "top_co_retrieved": [
+            {"skills": [a, b], "weight": int(d["weight"]), "b": int(d.get("b", 0)),
+             "c": int(d.get("c", 0)), "net": int(d.get("net", 0))}
+            for a, b, d in co_edges[:20]
+        ],
+        "communities": comms,
+        "interference": [x.to_dict() for x in inter],
+        "merge_groups": merge_groups(near_dups),
+        "export": "skill_graph.graphml",
+    }
+    return section, g
+
+
+# ---------------------------------------------------------------- the pipeline
+def build_audit(
+    run_paths: Sequence[str],
+    skills_path: str | None = None,
+    *,
+    embedder: str = "minilm",
+    embed_model: str | None = None,
+    cache_dir: str | None = None,
+    near_duplicate_threshold: float | None = None,
+    n_boot: int = 20_000,
+    regression_boot: int = MAX_REGRESSION_BOOT,
+    seed: int = 0,
+    min_cond: int = 10,
+    attribution: str = "equal",
+    strict: bool = False,
+    progress: Progress | None = None,
+    demo: bool = False,
+    library: Any = None,
+    runs: Any = None,
+) -> AuditResult:
+    """Run every step and return the audit document (InputError on unusable input).
+
+    `library` / `runs` may be passed already loaded (the CLI loads them to print warnings);
+    otherwise they are loaded from `skills_path` / `run_paths`.
+    """
+    from ..attribution import attribute
+    from ..metrics import compute_metrics
+    from ..recommend import recommend
+    from ..runs import load_runs
+
+    say = progress or _noop
+    if library is None and skills_path is not None:
+        from ..library import load_library
+
+        say(f"reading the skill library {skills_path}")
+        library = load_library(skills_path)
+    if runs is None:
+        say(f"reading {len(run_paths)} run log(s)")
+        runs = load_runs(run_paths, strict=strict, library=library)
+    if runs.n_pairs == 0:
+        raise InputError(f"{', '.join(map(str, run_paths))}: no paired records (need enabled and disabled runs)")
+    notes: list[str] = []
+
+    say(f"paired metrics for {runs.n_pairs:,} pairs ({len(runs.models)} model(s), "
+        f"{len(runs.benchmarks)} benchmark(s)): bootstrap with {n_boot:,} resamples")
+    metrics = compute_metrics(runs, min_cond=min_cond, n_boot=n_boot, seed=seed)
+
+    reg_boot = min(n_boot, regression_boot)
+    if reg_boot > 0:
+        say(f"per-skill attribution ({attribution}) and regression ({reg_boot:,} resamples)")
+    else:  # no CIs: the regression cannot confirm anything, so exposure counts decide alone
+        say(f"per-skill attribution ({attribution}), no regression (no bootstrap resamples)")
+        notes.append("The per-skill regression was off (no bootstrap resamples): recommendations rest "
+                     "on exposure counts alone.")
+    attr = attribute(runs, library=library, scheme=attribution, regression=reg_boot > 0,
+                     n_boot=reg_boot, seed=seed)
+    rows = {r.skill_id: r for r in attr.skills}
+
+    cluster_rep = None
+    clusters_doc: dict[str, Any] | None = None
+    near_dups: list = []
+    harmful_groups: list[list[str]] | None = None
+    if library is not None and len(library):
+        from ..clusters import cluster_library
+
+        say(f"embedding {len(library)} skills ({embedder}) and clustering")
+        cluster_rep = cluster_library(library, rows, runs, embedder=embedder, model_path=embed_model,
+                                      cache_dir=cache_dir, threshold=near_duplicate_threshold)
+        if cluster_rep.fallback_reason:
+            notes.append(f"The MiniLM embedder could not be loaded ({cluster_rep.fallback_reason}).")
+        near_dups = list(cluster_rep.near_duplicates)
+        harmful_groups = cluster_rep.harmful_members()
+        clusters_doc = {"schema": "skillaudit.clusters/v1", **cluster_rep.to_dict(),
+                        "map": _map_coordinates(cluster_rep.embeddings)}
+        clusters_doc["near_duplicates_total"] = len(near_dups)
+        if len(near_dups) > MAX_NEAR_DUPLICATES:
+            clusters_doc["near_duplicates"] = clusters_doc["near_duplicates"][:MAX_NEAR_DUPLICATES]
+            notes.append(f"{len(near_dups):,} near-duplicate pairs: audit.json keeps the "
+                         f"{MAX_NEAR_DUPLICATES:,} most similar (all are in skill_graph.graphml).")
+    elif library is None:
+        notes.append("No skill library was given (--skills): no clusters, near-duplicates or skill texts.")
+
+    say("recommendations and the projected effect of pruning")
+    prune = recommend(runs, attr, near_duplicates=near_dups if library is not None else None,
+                      harmful_clusters=harmful_groups)
+
+    say("co-retrieval graph")
+    graph_doc, graph_obj = _graph_section(runs, rows, library, near_dups, cluster_rep, seed)
+    if clusters_doc is not None:
+        clusters_doc["communities"] = graph_doc["communities"]
+        clusters_doc["interference"] = graph_doc["interference"]
+
+    settings = {
+        "embedder": embedder,
+        "embedder_used": cluster_rep.embedder if cluster_rep is not None else None,
+        "near_duplicate_threshold": near_duplicate_threshold,
+        "bootstrap": n_boot, "regression_bootstrap": reg_boot, "seed": seed,
+        "min_cond": min_cond, "attribution": attribution, "strict": strict,
+        "verdict_alpha": VERDICT_ALPHA,
+    }
+    inputs = describe_inputs(run_paths, skills_path, library, settings, demo=demo)
+    inputs["pairs"] = {
+        "n_pairs": runs.n_pairs, "models": list(runs.models), "benchmarks": list(runs.benchmarks),
+        "unpaired_records": runs.n_unpaired, "error_pairs": runs.n_error_pairs,
+        "skills_retrieved": len(runs.skills),
+    }
+    if runs.n_unpaired:
+        notes.append(f"{runs.n_unpaired} record(s) without their other condition were left out.")
+    if runs.n_error_pairs:
+        notes.append(f"{runs.n_error_pairs} pair(s) with a harness error record were left out.")
+    skills_doc = attr.to_dict()
+    skills_doc["descriptions"] = {s.id: s.description for s in library} if library is not None else {}
+
+    metrics_doc = metrics.to_dict()
+    prune_doc = _compact_recommendations(prune.to_dict())
+    result = AuditResult(
+        headline=headline(metrics_doc, prune_doc),
+        metrics=metrics_doc,
+        skills=skills_doc,
+        clusters=clusters_doc,
+        recommendations=prune_doc,
+        graph=graph_doc,
+        inputs=inputs,
+        notes=notes,
+    )
+    # one normalisation pass: what is in memory is exactly what audit.json will hold
+    plain = json.loads(json.dumps(jsonable(result.to_dict()), allow_nan=False))
+    out = AuditResult.from_dict(plain)
+    out.extras["graph"] = graph_obj
+    return out

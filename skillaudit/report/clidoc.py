@@ -1,0 +1,88 @@
+"""Generate docs/cli.md from the `--help` of every command: `python -m skillaudit.report.clidoc`.
+
+`python -m skillaudit.report.clidoc > docs/cli.md` regenerates the file; `--check docs/cli.md`
+exits 1 when it is stale (tests/test_docs.py does the same).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import click
+
+WIDTH = 100
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    ctx = click.Context(group, info_name="skillaudit")
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if cmd is None or getattr(cmd, "hidden", False):
+            continue
+        yield (*path, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*path, name))
+
+
+def _help(cmd: click.Command, path: tuple[str, ...], root: click.Group) -> str:
+    parent = click.Context(root, info_name="skillaudit", terminal_width=WIDTH, max_content_width=WIDTH)
+    ctx = parent
+    for i, name in enumerate(path):
+        sub = root if i == 0 else ctx.command
+        assert isinstance(sub, click.Group)
+        c = sub.get_command(ctx, name)
+        assert c is not None
+        ctx = click.Context(c, info_name=name, parent=ctx, terminal_width=WIDTH, max_content_width=WIDTH)
+    return cmd.get_help(ctx)
+
+
+def generate() -> str:
+    """The whole cli.md text."""
+    from ..cli import cli
+
+    root_ctx = click.Context(cli, info_name="skillaudit", terminal_width=WIDTH, max_content_width=WIDTH)
+    parts = [
+        "# Command-line reference",
+        "",
+        "Generated from `--help` by `python -m skillaudit.report.clidoc > docs/cli.md`; "
+        "`tests/test_docs.py` fails when this file is stale. Fractions in `--json` output are "
+        "fractions (0.05, not 5); human tables show percentage points.",
+        "",
+        "## skillaudit",
+        "",
+        "```text",
+        cli.get_help(root_ctx).rstrip(),
+        "```",
+        "",
+    ]
+    for path, cmd in _commands(cli):
+        parts += [
+            f"## skillaudit {' '.join(path)}",
+            "",
+            "```text",
+            _help(cmd, path, cli).rstrip(),
+            "```",
+            "",
+        ]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = generate()
+    if argv[:1] == ["--check"] and len(argv) == 2:
+        from pathlib import Path
+
+        current = Path(argv[1]).read_text(encoding="utf-8") if Path(argv[1]).exists() else ""
+        if current != text:
+            print(f"{argv[1]} is stale; regenerate it with: python -m skillaudit.report.clidoc > {argv[1]}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

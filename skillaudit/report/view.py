@@ -1,0 +1,169 @@
+"""What the HTML and Markdown templates show, prepared once from the audit document.
+
+Numbers stay numbers here; the templates format them with the filters below (fractions are shown
+as percentage points). Skill and task text is passed through untouched: the HTML environment
+escapes it (autoescape), the Markdown one with the `md` filter.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any
+
+from .figures import FIGURES
+
+#: at most this many skills in the report's ranked table (all of them are in skills.csv)
+MAX_SKILL_ROWS = 300
+MAX_NEAR_DUPLICATES = 100
+ACTION_ORDER = ("prune", "rewrite", "merge", "needs-data", "keep", "unused")
+
+
+# ---------------------------------------------------------------- filters
+def pp(x: float | None, signed: bool = True, digits: int = 1) -> str:
+    """A fraction as percentage points: 0.052 -> '+5.2'."""
+    if x is None:
+        return "–"
+    return f"{x * 100:+.{digits}f}" if signed else f"{x * 100:.{digits}f}"
+
+
+def pp_ci(ci: list[float] | None) -> str:
+    if not ci:
+        return ""
+    return f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
+
+
+def pval(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def num(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:,.2f}"
+    return f"{x:,}"
+
+
+def signed(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:+.2f}"
+    return f"{x:+d}"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
+
+
+def md(text: Any) -> str:
+    """Untrusted text made inert in Markdown: one line, every special character escaped."""
+    if text is None:
+        return ""
+    s = " ".join(str(text).split())
+    s = s.replace("&", "&amp;")
+    return _MD_SPECIAL.sub(r"\\\1", s)
+
+
+FILTERS = {"pp": pp, "pp_ci": pp_ci, "pval": pval, "num": num, "signed": signed}
+
+
+# ---------------------------------------------------------------- the view model
+def skill_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per skill (rank order: most harmful first) joined with its recommendation,
+    description and cluster."""
+    recs = {r["skill_id"]: r for r in (doc.get("recommendations") or {}).get("recommendations", [])}
+    desc = (doc.get("skills") or {}).get("descriptions") or {}
+    cluster_of: dict[str, int] = {}
+    harmful_cluster: set[str] = set()
+    for c in (doc.get("clusters") or {}).get("clusters", []):
+        for m in c["skills"]:
+            cluster_of[m] = c["id"]
+            if c.get("harmful"):
+                harmful_cluster.add(m)
+    out = []
+    for r in doc["skills"]["skills"]:
+        rec = recs.get(r["skill_id"], {})
+        out.append({
+            **r,
+            "action": rec.get("action", ""),
+            "reason": rec.get("reason", ""),
+            "description": desc.get(r["skill_id"], ""),
+            "cluster": cluster_of.get(r["skill_id"]),
+            "in_harmful_cluster": r["skill_id"] in harmful_cluster,
+        })
+    return out
+
+
+def _metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for g in metrics.get("groups", []):
+        flags = []
+        if g.get("sign_disagreement"):
+            flags.append("sign")
+        if not g.get("reportable"):
+            flags.append("n<min")
+        rows.append({**g, "flags": flags, "pooled": g.get("benchmark") == "*"})
+    # one benchmark per model: the pooled row repeats it, so show it once
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_model.setdefault(r["model"], []).append(r)
+    out = []
+    for model_rows in by_model.values():
+        if len(model_rows) == 2 and model_rows[1]["pooled"]:
+            out.append(model_rows[0])
+        else:
+            out.extend(model_rows)
+    return out
+
+
+def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any]:
+    """Everything a template needs; `figure_src` maps figure file name -> image source."""
+    rows = skill_rows(doc)
+    retrieved = [r for r in rows if r.get("n_retrieved", 0) > 0]
+    counts = {a: sum(1 for r in rows if r["action"] == a) for a in ACTION_ORDER}
+    metrics = doc["metrics"]
+    mrows = _metric_rows(metrics)
+    clusters = doc.get("clusters")
+    harmful_clusters = [c for c in (clusters or {}).get("clusters", []) if c.get("harmful")]
+    multi = [c for c in (clusters or {}).get("clusters", []) if len(c["skills"]) > 1]
+    near = (clusters or {}).get("near_duplicates") or []
+    rec_doc = doc.get("recommendations") or {}
+    proj = rec_doc.get("projected")
+    figures = [{"name": k, "title": FIGURES.get(k, k), "src": v} for k, v in figure_src.items()]
+    graph = doc.get("graph") or {}
+    return {
+        "doc": doc,
+        "headline": doc["headline"],
+        "metric_rows": mrows,
+        "any_sign": any("sign" in r["flags"] for r in mrows),
+        "any_small": any("n<min" in r["flags"] for r in mrows),
+        "min_cond": metrics.get("settings", {}).get("min_cond"),
+        "level": metrics.get("settings", {}).get("level", 0.95),
+        "pooled_groups": [g for g in metrics.get("groups", []) if g.get("benchmark") == "*"],
+        "skill_rows": rows[:MAX_SKILL_ROWS],
+        "n_skill_rows": len(rows),
+        "n_retrieved_skills": len(retrieved),
+        "action_counts": counts,
+        "action_rows": {a: [r for r in rows if r["action"] == a] for a in ACTION_ORDER},
+        "clusters": clusters,
+        "harmful_clusters": harmful_clusters,
+        "n_multi_clusters": len(multi),
+        "near_duplicates": near[:MAX_NEAR_DUPLICATES],
+        "n_near_duplicates": (clusters or {}).get("near_duplicates_total", len(near)),
+        "projected": proj,
+        "graph": graph,
+        "figures": {f["name"]: f for f in figures},
+        "figure_list": figures,
+        "inputs": doc["inputs"],
+        "settings": doc["inputs"].get("settings", {}),
+        "notes": doc.get("notes") or [],
+        "skills_settings": doc["skills"].get("settings", {}),
+        "totals": doc["skills"].get("totals", {}),
+    }
+
+
+def data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

@@ -1,0 +1,174 @@
+"""`skillaudit audit` and `skillaudit compare` from the command line, and the bundled demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import skillaudit.demo as demo_mod
+from skillaudit.cli import cli
+from skillaudit.simulate import simulate
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = ["--embedder", "tfidf", "--bootstrap", "200"]
+
+
+@pytest.fixture(scope="module")
+def sim_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small simulated demo folder: sample_runs/runs.jsonl and skills/ (two models)."""
+    root = tmp_path_factory.mktemp("demo")
+    sim = simulate(n_tasks=300, n_skills=10, n_harmful=1, n_helpful=1, models=("model-a", "model-b"), seed=2)
+    runs, lib = sim.write(root / "tmp")
+    (root / "sample_runs").mkdir()
+    shutil.move(str(runs), root / "sample_runs" / "runs.jsonl")
+    shutil.move(str(lib), root / "skills")
+    return root
+
+
+def _invoke(args: list[str]):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_audit_writes_report_and_says_where(sim_dir, tmp_path):
+    """audit prints the headline and the report's path on stdout, progress on stderr, and writes the folder."""
+    out = tmp_path / "rep"
+    res = _invoke(["audit", str(sim_dir / "sample_runs" / "runs.jsonl"), "--skills", str(sim_dir / "skills"),
+                   "--out", str(out), *FAST])
+    assert res.exit_code == 0, res.output
+    assert f"Report: {out.resolve() / 'report.html'}" in res.stdout
+    assert "where it is used" in res.stdout.splitlines()[0] or "Too few" in res.stdout.splitlines()[0]
+    assert "skillaudit: drawing figures" in res.stderr
+    assert "skillaudit:" not in res.stdout
+    assert (out / "figures" / "figure1.png").is_file()  # two models: the paper's Figure 1
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "Aggregate lift against RAE per model" in html
+
+
+def test_audit_json_is_clean_and_quiet_is_silent(sim_dir, tmp_path):
+    """--json prints exactly one audit document on stdout; --quiet leaves stderr without progress."""
+    out = tmp_path / "rep"
+    res = _invoke(["audit", str(sim_dir / "sample_runs" / "runs.jsonl"), "--skills", str(sim_dir / "skills"),
+                   "--out", str(out), "--json", "--quiet", *FAST])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "skillaudit.audit/v1"
+    assert doc["report"]["report"] == str(out.resolve() / "report.html")
+    assert "skillaudit:" not in res.stderr
+    on_disk = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert {k: v for k, v in doc.items() if k != "report"} == on_disk
+
+
+def test_demo_default_from_another_cwd(sim_dir, tmp_path, monkeypatch):
+    """With no RUNS and no --skills, audit finds the bundled demo wherever it is run from."""
+    monkeypatch.setattr(demo_mod, "_candidates", lambda: [sim_dir])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    res = _invoke(["audit", "--quiet", *FAST])
+    assert res.exit_code == 0, res.output
+    report = elsewhere / "skillaudit-report" / "report.html"
+    assert report.is_file()
+    doc = json.loads((report.parent / "audit.json").read_text(encoding="utf-8"))
+    assert doc["inputs"]["demo"] is True
+    assert doc["inputs"]["library"]["path"] == str(sim_dir / "skills")
+
+
+def test_demo_without_sample_runs_is_a_clear_error(tmp_path, monkeypatch):
+    """A demo folder with skills but no sample runs fails with one line and exit 2, writing nothing."""
+    shutil.copytree(REPO / "skills", tmp_path / "skills")
+    (tmp_path / "sample_runs").mkdir()
+    monkeypatch.setattr(demo_mod, "_candidates", lambda: [tmp_path])
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["audit", *FAST])
+    assert res.exit_code == 2
+    assert "the bundled demo has no sample runs yet" in res.output
+    assert not (tmp_path / "skillaudit-report").exists()
+
+
+def test_audit_usage_errors(tmp_path, sim_dir):
+    """--skills without RUNS is a usage error; --out on a foreign folder is refused before any work."""
+    res = CliRunner().invoke(cli, ["audit", "--skills", str(sim_dir / "skills")])
+    assert res.exit_code == 2 and "give the run logs" in res.output
+    foreign = tmp_path / "docs"
+    foreign.mkdir()
+    (foreign / "a.txt").write_text("mine")
+    res = CliRunner().invoke(cli, ["audit", str(sim_dir / "sample_runs" / "runs.jsonl"), "--out", str(foreign), *FAST])
+    assert res.exit_code == 2 and "not a skillaudit report" in res.output
+    assert (foreign / "a.txt").read_text() == "mine"
+
+
+def test_compare_table_json_and_figure(sim_dir, tmp_path):
+    """compare prints one row per model, a skillaudit.compare/v1 document with --json, and writes Figure 1."""
+    runs = str(sim_dir / "sample_runs" / "runs.jsonl")
+    res = _invoke(["compare", runs, "--bootstrap", "200", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "model-a" in res.stdout and "model-b" in res.stdout
+    png = tmp_path / "fig1.png"
+    res = _invoke(["compare", runs, "--bootstrap", "200", "--json", "--out", str(png)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "skillaudit.compare/v1"
+    assert [m["model"] for m in doc["models"]] == ["model-a", "model-b"]
+    assert {"agg_lift", "agg_lift_ci", "rae", "rae_ci", "sign_disagreement"} <= set(doc["models"][0])
+    assert png.read_bytes().startswith(b"\x89PNG")
+    res = CliRunner().invoke(cli, ["compare", runs, "--out", runs])
+    assert res.exit_code == 2 and "is one of the run logs" in res.output
+
+
+def _has_sample_runs() -> bool:
+    return any((REPO / "sample_runs").glob("*.jsonl"))
+
+
+@pytest.mark.skipif(not _has_sample_runs(), reason="sample_runs/*.jsonl not committed yet (issue 5)")
+def test_real_demo_from_another_cwd(tmp_path):
+    """`skillaudit audit` with no arguments audits the committed sample runs, run from an unrelated folder."""
+    env = {**os.environ, "SKILLAUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "skillaudit.cli", "audit", "--quiet", *FAST],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Report: " in proc.stdout
+    doc = json.loads((tmp_path / "skillaudit-report" / "audit.json").read_text(encoding="utf-8"))
+    assert doc["inputs"]["demo"] is True and doc["inputs"]["library"]["n_skills"] >= 20
+
+
+def test_wheel_ships_the_demo(tmp_path):
+    """A non-editable build (wheel) carries the demo library and sample runs as package data, and finds them."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        if (REPO / name).exists():
+            shutil.copy2(REPO / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "skillaudit", src / "skillaudit", symlinks=True, ignore=ignore)
+    shutil.copytree(REPO / "skills", src / "skills")
+    shutil.copytree(REPO / "sample_runs", src / "sample_runs")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+                           "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    n_skills = len(list((REPO / "skills").glob("*/SKILL.md")))
+    assert len([n for n in names if n.startswith("skillaudit/demo/skills/") and n.endswith("/SKILL.md")]) == n_skills
+    assert "skillaudit/report/templates/report.html.j2" in names
+    n_runs = len(list((REPO / "sample_runs").glob("*.jsonl")))
+    assert len([n for n in names if n.startswith("skillaudit/demo/sample_runs/") and n.endswith(".jsonl")]) == n_runs
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = (
+        "import skillaudit, skillaudit.demo as d, pathlib, sys\n"
+        f"assert skillaudit.__file__.startswith({str(site)!r}), skillaudit.__file__\n"
+        "root = pathlib.Path(str(d._candidates()[0]))\n"
+        "print(len(list((root / 'skills').glob('*/SKILL.md'))), (root / 'sample_runs').is_dir())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(n_skills), "True"]

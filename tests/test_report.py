@@ -1,0 +1,192 @@
+"""The audit report: content on a simulated library, escaping, round trip, atomic replacement."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from _factories import make_skill, pair
+
+from skillaudit.errors import OutputError
+from skillaudit.report import build_audit, load_audit, write_report
+from skillaudit.report import write as write_mod
+from skillaudit.simulate import simulate
+
+SIM = {"n_tasks": 900, "n_skills": 12, "n_harmful": 2, "n_helpful": 1, "epochs": 2, "seed": 4}
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One simulated library with two planted harmful skills, audited once for the module."""
+    root = tmp_path_factory.mktemp("sim")
+    sim = simulate(**SIM)
+    runs_path, lib_dir = sim.write(root / "data")
+    result = build_audit([str(runs_path)], str(lib_dir), embedder="tfidf", n_boot=500, seed=0)
+    out = root / "report"
+    written = write_report(result, out, inputs=[runs_path, lib_dir])
+    return {"sim": sim, "runs": runs_path, "skills": lib_dir, "result": result, "out": out,
+            "written": written}
+
+
+def test_report_names_the_planted_harmful_skills(simulated):
+    """The planted harmful skills top the ranking, are recommended for pruning and are named in the headline."""
+    sim, out = simulated["sim"], simulated["out"]
+    harmful = sim.ids("harmful")
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    top = [r["skill_id"] for r in doc["skills"]["skills"][: len(harmful)]]
+    assert sorted(top) == harmful
+    actions = {r["skill_id"]: r["action"] for r in doc["recommendations"]["recommendations"]}
+    assert all(actions[h] == "prune" for h in harmful)
+    assert all(actions[h] not in ("prune", "rewrite") for h in sim.ids("helpful"))
+    assert doc["headline"]["verdict"] == "hurts"
+    for h in harmful:
+        assert h in doc["headline"]["action"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for text in (html, md):
+        assert "The skill library hurts where it is used" in text
+        assert "projection, not a measurement" in text
+        assert "Noise floor" in text
+        for h in harmful:
+            assert h in text
+    with (out / "skills.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == SIM["n_skills"]
+    assert sorted(r["skill_id"] for r in rows[: len(harmful)]) == harmful
+    assert {r["action"] for r in rows[: len(harmful)]} == {"prune"}
+
+
+def test_report_folder_holds_every_file(simulated):
+    """The report folder holds report.html/md, audit.json, skills.csv, the graph export and the figures."""
+    out = simulated["out"]
+    for name in ("report.html", "report.md", "audit.json", "skills.csv", "skill_graph.graphml"):
+        assert (out / name).is_file(), name
+    figs = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert figs == sorted(["skill_net.png", "decomposition.png", "funnel.png", "embedding_map.png"])
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert doc["schema"] == "skillaudit.audit/v1"
+    assert {"metrics", "skills", "clusters", "recommendations", "graph", "inputs"} <= set(doc)
+    assert doc["metrics"]["schema"] == "skillaudit.metrics/v1"
+    assert doc["skills"]["schema"] == "skillaudit.rank/v1"
+    assert doc["recommendations"]["schema"] == "skillaudit.prune/v1"
+    assert doc["clusters"]["schema"] == "skillaudit.clusters/v1"
+    assert {"clusters", "near_duplicates", "communities", "interference", "map"} <= set(doc["clusters"])
+    runs_in = doc["inputs"]["runs"][0]
+    assert len(runs_in["sha256"]) == 64 and runs_in["bytes"] == Path(simulated["runs"]).stat().st_size
+    assert doc["inputs"]["skillaudit_version"] and doc["inputs"]["library"]["n_skills"] == SIM["n_skills"]
+
+
+def test_html_is_self_contained(simulated):
+    """report.html embeds its figures as data URIs and references nothing outside itself."""
+    html = (simulated["out"] / "report.html").read_text(encoding="utf-8")
+    assert html.count('src="data:image/png;base64,') == 4
+    assert "<script" not in html.lower()
+    assert "http://" not in html and "https://" not in html
+    assert "<link" not in html.lower()
+    assert "Content-Security-Policy" in html
+
+
+def test_audit_json_round_trips(simulated):
+    """audit.json reads back to the same document, and re-rendering it reproduces report.md and report.html."""
+    out = simulated["out"]
+    raw = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    loaded = load_audit(out / "audit.json")
+    assert loaded.to_dict() == raw
+    assert {**simulated["result"].to_dict(), "figures": raw["figures"]} == raw
+    again = write_mod.rerender(out)
+    assert again["report.md"] == (out / "report.md").read_text(encoding="utf-8")
+    assert again["report.html"] == (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_html_escapes_untrusted_text(tmp_path, write_jsonl):
+    """Script in a skill's description and body, a retrieved id and a task id never reaches the HTML as markup."""
+    evil = "<script>alert(1)</script>"
+    lib = tmp_path / "lib"
+    make_skill(lib, "xss-skill", description=f"'{evil} breaks pages'", body=f"## When to apply\n{evil}\n")
+    make_skill(lib, "plain-skill", description="Harmless.")
+    recs = []
+    for i in range(30):
+        recs += pair(f"{evil}-{i}", i % 3 == 0, i % 2 == 0, retrieved=["xss-skill", evil] if i < 20 else None)
+    for i in range(10):
+        recs += pair(f"p{i}", True, False, retrieved=["plain-skill"])
+    runs = write_jsonl(recs)
+    result = build_audit([str(runs)], str(lib), embedder="tfidf", n_boot=200)
+    out = tmp_path / "report"
+    write_report(result, out, inputs=[runs, lib])
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown as text
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "<script" not in md.replace("`<script>alert(1)</script>`", "")
+    with (out / "skills.csv").open(encoding="utf-8") as fh:
+        ids = {r["skill_id"] for r in csv.DictReader(fh)}
+    assert evil in ids
+
+
+def test_failed_audit_leaves_previous_report(simulated, tmp_path, monkeypatch):
+    """When a figure step raises, the previous report folder is byte-for-byte intact and no temp folder is left."""
+    out = tmp_path / "report"
+    write_report(simulated["result"], out, inputs=[simulated["runs"], simulated["skills"]])
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def boom(doc):
+        raise RuntimeError("figure step failed")
+
+    monkeypatch.setattr(write_mod.figures_mod, "render_all", boom)
+    with pytest.raises(RuntimeError, match="figure step failed"):
+        write_report(simulated["result"], out, inputs=[simulated["runs"], simulated["skills"]])
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+def test_out_refuses_foreign_folders_and_inputs(simulated, tmp_path):
+    """--out is never a folder of other files, a file, or a folder holding the audit's own inputs."""
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("keep me")
+    with pytest.raises(OutputError, match="not a skillaudit report"):
+        write_report(simulated["result"], foreign)
+    assert (foreign / "todo.txt").read_text() == "keep me"
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    with pytest.raises(OutputError, match="not a folder"):
+        write_report(simulated["result"], a_file)
+    with pytest.raises(OutputError, match="would overwrite the input"):
+        write_report(simulated["result"], Path(simulated["runs"]).parent, inputs=[simulated["runs"]])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_report(simulated["result"], empty)
+    assert (empty / "report.html").is_file()
+
+
+def test_skills_csv_neutralises_formulas():
+    """A skill id or reason starting with '=' is written to skills.csv as text, not a formula."""
+    doc = {
+        "skills": {"skills": [{"skill_id": "=HYPERLINK(\"x\")", "n_retrieved": 3, "b": 0, "c": 3, "net": -3,
+                               "share": -3.0, "rae_k": -1.0, "p_value": 0.25, "q_value": 0.25}],
+                   "descriptions": {}},
+        "recommendations": {"recommendations": [{"skill_id": "=HYPERLINK(\"x\")", "action": "needs-data",
+                                                 "reason": "@SUM(1)", "evidence": {}}]},
+    }
+    rows = list(csv.DictReader(write_mod.skills_csv(doc).splitlines()))
+    assert rows[0]["skill_id"].startswith("'=") and rows[0]["reason"].startswith("'@")
+    assert rows[0]["net"] == "-3"
+
+
+def test_audit_without_library(tmp_path, write_jsonl):
+    """Without --skills the report still renders: no clusters section data, a note says why."""
+    recs = []
+    for i in range(40):
+        recs += pair(f"t{i}", i % 4 != 0, i % 3 == 0, retrieved=["a", "b"][: 1 + i % 2] if i < 30 else None,
+                     model="m", benchmark="x")
+    runs = write_jsonl(recs)
+    result = build_audit([str(runs)], None, n_boot=200)
+    assert result.clusters is None
+    out = tmp_path / "r"
+    write_report(result, out, inputs=[runs])
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "No skill library was given" in html
+    assert not (out / "figures" / "embedding_map.png").exists()
