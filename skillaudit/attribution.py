@@ -104,7 +104,11 @@ class SkillEffectRegression(RegressorMixin, BaseEstimator):
         boot_g = np.full((max(self.n_boot, 0), g), np.nan)
         if g and n:
             gram = (Z.T @ Z).toarray()
-            null = _null_space(gram)
+            # a column retrieved alone in some row cannot be a combination of the others; when
+            # every column has such a row the design has full rank and no factorisation is needed
+            single = np.diff(Z.indptr) == 1
+            has_own_row = np.bincount(Z.indices[np.repeat(single, np.diff(Z.indptr))], minlength=g) > 0
+            null = np.zeros((g, 0)) if has_own_row.all() else _null_space(gram)
             est_g = _estimable(null, g)
             if g > _MAX_BOOT_SKILLS and self.alpha > 0:
                 # the same solution as Ridge(solver="cholesky"), with a factorisation we reuse
