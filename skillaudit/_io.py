@@ -10,6 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+def is_within(child: Path, parent: Path) -> bool:
+    """True when `child` is `parent` or lies below it (both already resolved)."""
+    try:
+        child.relative_to(parent)
+        return True
+    except ValueError:
+        return False
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` through a temp file in the same folder and a rename."""
     path = Path(path)

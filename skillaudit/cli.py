@@ -53,6 +53,22 @@ strict_option = click.option(
     "--strict", is_flag=True, help="Treat records without their other condition as errors."
 )
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output on stderr.")
+
+
+def min_cond_option(what: str = "A cell") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--min-cond", default=10, show_default=True, type=click.IntRange(min=1),
+        help=f"{what} is reportable only with at least this many retrieval-triggered pairs.",
+    )
+
+
+def bootstrap_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--bootstrap", "n_boot", default=20_000, show_default=True,
+                        type=click.IntRange(min=0), help=help_text)
+
+
+def seed_option(help_text: str = "Seed of the bootstrap.") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--seed", default=0, show_default=True, help=help_text)
 jobs_option = click.option(
     "--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1),
     help="Parse up to N run-log files at once in worker processes (same result as 1).")
@@ -146,11 +162,9 @@ def load_library_for_cli(path: str | None) -> Any:
 @cli.command()
 @runs_argument()
 @skills_option()
-@click.option("--min-cond", default=10, show_default=True, type=click.IntRange(min=1),
-              help="A cell is reportable only with at least this many retrieval-triggered pairs.")
-@click.option("--bootstrap", "n_boot", default=20_000, show_default=True, type=click.IntRange(min=0),
-              help="Paired bootstrap resamples (task level, epochs kept together); 0 = no CIs.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@min_cond_option()
+@bootstrap_option("Paired bootstrap resamples (task level, epochs kept together); 0 = no CIs.")
+@seed_option()
 @jobs_option
 @strict_option
 @json_option
@@ -429,7 +443,7 @@ def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, mode
               help="Clustering cosine distance cut (default: 0.45 minilm, 0.75 tfidf).")
 @click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
               show_default=True, help="How a pair's flip is shared among its retrieved skills.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the Louvain communities.")
+@seed_option("Seed of the Louvain communities.")
 @filter_options
 @strict_option
 @json_option
@@ -490,7 +504,7 @@ def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, e
 @_embedding_options
 @click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
               show_default=True, help="How a pair's flip is shared among its retrieved skills.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the Louvain communities.")
+@seed_option("Seed of the Louvain communities.")
 @filter_options
 @strict_option
 @json_option
@@ -553,7 +567,7 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
 @click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
               help="Show only the N most harmful skills in the table (0 = all; JSON has all).")
 @_bootstrap_option
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@seed_option()
 @strict_option
 @json_option
 @reports_errors
@@ -587,7 +601,7 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
 @click.option("--apply", "apply_dir", type=click.Path(file_okay=False), default=None,
               help="Write a pruned COPY of the library (plus PRUNED.md) into this new or empty folder.")
 @_bootstrap_option
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@seed_option()
 @strict_option
 @json_option
 @reports_errors
@@ -686,15 +700,13 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
               help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.50 tfidf).")
 @click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
               show_default=True, help="How a pair's flip is shared among its retrieved skills.")
-@click.option("--min-cond", default=10, show_default=True, type=click.IntRange(min=1),
-              help="A cell is reportable only with at least this many retrieval-triggered pairs.")
-@click.option("--bootstrap", "n_boot", default=20_000, show_default=True, type=click.IntRange(min=0),
-              help="Paired bootstrap resamples of the metrics.")
+@min_cond_option()
+@bootstrap_option("Paired bootstrap resamples of the metrics.")
 @click.option("--regression-bootstrap", "reg_boot", default=2000, show_default=True,
               type=click.IntRange(min=0),
               help="Bootstrap resamples of the per-skill regression CIs (capped at --bootstrap); "
                    "lower it for libraries of thousands of skills; 0 = no regression.")
-@click.option("--seed", default=0, show_default=True, help="Seed of every resampling step.")
+@seed_option("Seed of every resampling step.")
 @strict_option
 @quiet_option
 @json_option
@@ -764,11 +776,9 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
               help="Write Figure 1 (PNG) to this file.")
 @click.option("--benchmark", default=None,
               help="Compare the models on this benchmark only (default: each model's benchmarks pooled).")
-@click.option("--min-cond", default=10, show_default=True, type=click.IntRange(min=1),
-              help="A model is reportable only with at least this many retrieval-triggered pairs.")
-@click.option("--bootstrap", "n_boot", default=20_000, show_default=True, type=click.IntRange(min=0),
-              help="Paired bootstrap resamples (task level) for the CIs.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@min_cond_option("A model")
+@bootstrap_option("Paired bootstrap resamples (task level) for the CIs.")
+@seed_option()
 @strict_option
 @quiet_option
 @json_option

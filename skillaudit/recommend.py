@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from ._io import atomic_directory
+from ._io import atomic_directory, is_within
 from .attribution import AttributionResult, SkillAttribution, indicator
 from .errors import OutputError
 from .runs import PairedRuns
@@ -396,14 +396,6 @@ def recommend(
 
 
 # ---------------------------------------------------------------- --apply: a pruned copy
-def _is_within(child: Path, parent: Path) -> bool:
-    try:
-        child.relative_to(parent)
-        return True
-    except ValueError:
-        return False
-
-
 def pruned_markdown(result: PruneResult, library_path: str) -> str:
     """PRUNED.md: what the pruned copy leaves out and why, and what else the audit suggests."""
     lines = [
@@ -443,7 +435,7 @@ def apply_prune(library: Any, result: PruneResult, out_dir: str | Path) -> list[
     """
     src = Path(library.source).resolve()
     out = Path(out_dir).resolve()
-    if out == src or (src.is_dir() and _is_within(out, src)):
+    if out == src or (src.is_dir() and is_within(out, src)):
         raise OutputError(f"--apply {out_dir}: is the skill library itself or inside it; "
                           "choose a folder outside the library")
     if out.exists() and not out.is_dir():

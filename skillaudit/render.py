@@ -16,11 +16,11 @@ def console() -> Console:
     return Console(highlight=False, width=None if Console().is_terminal else 160)
 
 
-def pp(x: float | None, signed: bool = True) -> str:
+def pp(x: float | None, signed: bool = True, digits: int = 1) -> str:
     """A fraction as percentage points: 0.052 -> '+5.2'."""
     if x is None:
         return "–"
-    return f"{x * 100:+.1f}" if signed else f"{x * 100:.1f}"
+    return f"{x * 100:+.{digits}f}" if signed else f"{x * 100:.{digits}f}"
 
 
 def pp_ci(ci: list[float] | None) -> str:

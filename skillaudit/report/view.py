@@ -11,6 +11,7 @@ import base64
 import re
 from typing import Any
 
+from ..render import pp, pp_ci, pval
 from .figures import FIGURES
 
 #: at most this many skills in the report's ranked table (all of them are in skills.csv)
@@ -20,25 +21,6 @@ ACTION_ORDER = ("prune", "rewrite", "merge", "needs-data", "keep", "unused")
 
 
 # ---------------------------------------------------------------- filters
-def pp(x: float | None, signed: bool = True, digits: int = 1) -> str:
-    """A fraction as percentage points: 0.052 -> '+5.2'."""
-    if x is None:
-        return "–"
-    return f"{x * 100:+.{digits}f}" if signed else f"{x * 100:.{digits}f}"
-
-
-def pp_ci(ci: list[float] | None) -> str:
-    if not ci:
-        return ""
-    return f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
-
-
-def pval(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def num(x: Any) -> str:
     if x is None:
         return "–"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_directory
+from .._io import atomic_directory, is_within
 from ..errors import OutputError
 from . import figures as figures_mod
 from .build import AUDIT_SCHEMA, AuditResult
@@ -31,14 +31,6 @@ CSV_COLUMNS = (
     "coef_ci_high", "identifiable", "aliases", "in_library", "cluster", "in_harmful_cluster",
     "description",
 )
-
-
-def _is_within(child: Path, parent: Path) -> bool:
-    try:
-        child.relative_to(parent)
-        return True
-    except ValueError:
-        return False
 
 
 def _is_previous_report(path: Path) -> bool:
@@ -58,7 +50,7 @@ def check_out_dir(out_dir: str | Path, inputs: Sequence[str | Path] = ()) -> Pat
         if str(inp) == "-":
             continue
         p = Path(inp).expanduser().resolve()
-        if p == out or _is_within(p, out) or _is_within(out, p):
+        if p == out or is_within(p, out) or is_within(out, p):
             raise OutputError(f"--out {out_dir}: would overwrite the input {inp}; choose another folder")
     if out.exists() and any(out.iterdir()) and not _is_previous_report(out):
         raise OutputError(
