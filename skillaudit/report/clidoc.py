@@ -25,9 +25,14 @@ def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[
             yield from _commands(cmd, (*path, name))
 
 
+def _root_context(root: click.Group) -> click.Context:
+    # the group's context_settings (e.g. -h as a help option) apply as they do on the command line
+    settings = {**root.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    return click.Context(root, info_name="skillaudit", **settings)
+
+
 def _help(cmd: click.Command, path: tuple[str, ...], root: click.Group) -> str:
-    parent = click.Context(root, info_name="skillaudit", terminal_width=WIDTH, max_content_width=WIDTH)
-    ctx = parent
+    ctx = _root_context(root)
     for i, name in enumerate(path):
         sub = root if i == 0 else ctx.command
         assert isinstance(sub, click.Group)
@@ -41,7 +46,7 @@ def generate() -> str:
     """The whole cli.md text."""
     from ..cli import cli
 
-    root_ctx = click.Context(cli, info_name="skillaudit", terminal_width=WIDTH, max_content_width=WIDTH)
+    root_ctx = _root_context(cli)
     parts = [
         "# Command-line reference",
         "",
