@@ -1,0 +1,358 @@
+"""`skillaudit run`: both conditions per task, epochs, bounded concurrency, resume, JSON Lines.
+
+Records follow DESIGN §3.1 and are appended one by one (flushed and fsynced), so a killed run loses
+at most the records in flight; re-running the same command skips every (model, benchmark, task,
+condition, epoch) already in the output file. Failures after retries become error records
+(`"error": "<message>"`, `correct: false`), which `load_runs` leaves out and counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..errors import HarnessError, InputError, OutputError
+from .agent import AgentConfig, AgentError, ChatClient, run_episode
+from .retrieve import SkillIndex
+from .score import Limits, Scorer
+from .tasks import Task, load_tasks, sample_tasks
+
+CONDITIONS = ("enabled", "disabled")
+
+
+@dataclass
+class RunOptions:
+    """Everything `skillaudit run` needs (plain data; the CLI fills it in)."""
+
+    benchmark: str
+    out: str
+    agent: AgentConfig
+    skills: str | None = None
+    data: str | None = None
+    limit: int | None = None
+    seed: int = 0
+    epochs: int = 1
+    concurrency: int = 1
+    exclude_skills: tuple[str, ...] = ()
+    block: int = 8
+    retry_errors: bool = False
+    task_ids: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    cache_dir: str | None = None
+    model_label: str | None = None
+
+
+@dataclass
+class RunSummary:
+    """What a run did: records written, skipped (resume), errors, wall time."""
+
+    out: str
+    n_tasks: int
+    planned: int
+    written: int = 0
+    skipped: int = 0
+    errors: int = 0
+    correct: dict[str, int] = field(default_factory=lambda: {"enabled": 0, "disabled": 0})
+    invoked: int = 0
+    retrieved: int = 0
+    wall_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+
+def task_seed(seed: int, task_id: str, epoch: int) -> int:
+    """The sampling seed of one task and epoch, shared by both conditions."""
+    return zlib.crc32(f"{seed}:{task_id}:{epoch}".encode()) & 0x7FFFFFFF
+
+
+def parse_exclude(value: str | None) -> tuple[str, ...]:
+    """`a,b` or a file (`@file` or an existing path) with one id per line or comma-separated."""
+    if not value:
+        return ()
+    text = value
+    path = value[1:] if value.startswith("@") else value
+    if value.startswith("@") or ((os.path.sep in value or value.endswith((".txt", ".json"))) and Path(path).is_file()):
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if path.endswith(".json"):
+            try:
+                data = orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"{path}: not valid JSON ({exc})") from None
+            if isinstance(data, dict):  # `skillaudit prune --json` output
+                data = [r["skill_id"] for r in data.get("recommendations", []) if r.get("action") == "prune"]
+            return tuple(str(x) for x in data)
+    ids = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0]
+        ids += [p.strip() for p in line.split(",") if p.strip()]
+    return tuple(dict.fromkeys(ids))
+
+
+def _existing(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot read for resume ({exc.strerror or exc})") from None
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                if not line.endswith(b"\n"):
+                    continue  # a record cut off by a kill: it is re-run
+                raise OutputError(f"{path}:{lineno}: not valid JSON; refusing to append to it") from None
+            if isinstance(rec, dict):
+                yield lineno, rec
+
+
+def _key(rec: dict[str, Any]) -> tuple[str, str, str, str, int]:
+    return (str(rec.get("model", "default")), str(rec.get("benchmark", "default")),
+            str(rec.get("task_id")), str(rec.get("condition")), int(rec.get("epoch", 1) or 1))
+
+
+def _prepare_output(path: Path, retry_errors: bool) -> set[tuple[str, str, str, str, int]]:
+    """Keys already logged; with `retry_errors`, error records are first removed (atomic rewrite)."""
+    done: set[tuple[str, str, str, str, int]] = set()
+    keep: list[bytes] = []
+    dropped = 0
+    truncated_tail = False
+    for _, rec in _existing(path):
+        if retry_errors and rec.get("error") is not None:
+            dropped += 1
+            continue
+        done.add(_key(rec))
+        keep.append(orjson.dumps(rec))
+    if path.exists():
+        raw = path.read_bytes()
+        truncated_tail = bool(raw) and not raw.endswith(b"\n")
+    if dropped or truncated_tail:
+        from .._io import atomic_write_bytes
+
+        atomic_write_bytes(path, b"".join(k + b"\n" for k in keep))
+    return done
+
+
+class _Writer:
+    """Appends records to the output, one line each, flushed and fsynced, under a lock."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.fh = path.open("ab")
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot open for appending ({exc.strerror or exc})") from None
+        self.lock = threading.Lock()
+
+    def write(self, rec: dict[str, Any]) -> None:
+        line = orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        with self.lock:
+            self.fh.write(line)
+            self.fh.flush()
+            with contextlib.suppress(OSError):
+                os.fsync(self.fh.fileno())
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _progress(total: int, quiet: bool):
+    """A rich progress bar on stderr (rate and ETA), or a no-op."""
+    if quiet or total == 0:
+        return None
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    class _Rate(TextColumn):
+        def __init__(self) -> None:
+            super().__init__("")
+
+        def render(self, task):  # type: ignore[override]
+            from rich.text import Text
+
+            elapsed = task.elapsed or 0.0  # the mean over the run: records differ a lot in cost
+            speed = task.completed / elapsed if elapsed > 0 and task.completed else None
+            return Text(f"{speed * 60:.1f} rec/min" if speed else "-- rec/min", style="progress.data.speed")
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TaskProgressColumn(), _Rate(), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+
+
+def run(opts: RunOptions, quiet: bool = False,
+        on_record: Callable[[dict[str, Any]], None] | None = None) -> RunSummary:
+    """Run every sampled task in both conditions (and epochs) and append records to `opts.out`."""
+    from ..library import load_library
+
+    if opts.epochs < 1:
+        raise InputError("--epochs must be at least 1")
+    if opts.concurrency < 1:
+        raise InputError("--concurrency must be at least 1")
+    if opts.agent.tool_mode not in ("text", "native", "chatml"):
+        raise InputError("--tool-mode must be text, native or chatml")
+    tasks = load_tasks(opts.benchmark, opts.data)
+    if opts.task_ids:
+        by_id = {t.task_id: t for t in tasks}
+        missing = [t for t in opts.task_ids if t not in by_id]
+        if missing:
+            raise InputError(f"unknown task id(s): {', '.join(missing)}")
+        tasks = [by_id[t] for t in opts.task_ids]
+    else:
+        tasks = sample_tasks(tasks, opts.limit, opts.seed)
+    warnings: list[str] = []
+    index = None
+    lib_hash = None
+    if opts.skills:
+        library = load_library(opts.skills)
+        warnings += list(library.warnings)
+        index = SkillIndex(library, set(opts.exclude_skills))
+        if index.unknown_excluded:
+            warnings.append(f"--exclude-skills: not in the library: {', '.join(index.unknown_excluded)}")
+        if not index.skills:
+            raise InputError("no skills left in the library after --exclude-skills")
+        import hashlib
+
+        lib_hash = hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()
+    else:
+        raise InputError("--skills is required: the enabled condition needs a skill library")
+
+    out = Path(opts.out)
+    model_label = opts.model_label or opts.agent.model
+    done = _prepare_output(out, opts.retry_errors)
+    units: list[tuple[Task, str, int]] = []
+    skipped = 0
+    block = max(1, opts.block)
+    for epoch in range(1, opts.epochs + 1):
+        for start in range(0, len(tasks), block):
+            chunk = tasks[start:start + block]
+            # enabled runs of a block first, then disabled: consecutive requests share the longer
+            # system prompt, which servers with prefix caching reuse
+            for cond in CONDITIONS:
+                for t in chunk:
+                    if (model_label, opts.benchmark, t.task_id, cond, epoch) in done:
+                        skipped += 1
+                    else:
+                        units.append((t, cond, epoch))
+    summary = RunSummary(out=str(out), n_tasks=len(tasks), planned=len(units), skipped=skipped,
+                         warnings=warnings)
+    if not units:
+        return summary
+
+    scorer = Scorer(opts.limits, opts.cache_dir)
+    client = ChatClient(opts.agent)
+    writer = _Writer(out)
+    base_meta = {**opts.agent.public(), "harness": f"skillaudit {__version__}",
+                 "excluded_skills": list(opts.exclude_skills)}
+    if lib_hash:
+        base_meta["library_hash"] = lib_hash[:16]
+
+    def one(task: Task, cond: str, epoch: int) -> dict[str, Any]:
+        seed = task_seed(opts.seed, task.task_id, epoch)
+        rec: dict[str, Any] = {
+            "task_id": task.task_id, "condition": cond, "correct": False, "model": model_label,
+            "benchmark": opts.benchmark, "epoch": epoch, "invoked": False, "retrievals": [],
+            "answer": "", "meta": {**base_meta, "seed": seed}, "error": None,
+        }
+        try:
+            if task.benchmark == "mbpp_plus":
+                from .tasks import mbpp_deserialize_inputs
+
+                scorer.oracles.get(task, {
+                    "base": mbpp_deserialize_inputs(task.task_id, task.data["base_input"]),
+                    "plus": mbpp_deserialize_inputs(task.task_id, task.data["plus_input"])})
+            ep = run_episode(client, opts.agent, task, cond == "enabled", seed,
+                             index if cond == "enabled" else None)
+            score, answer = scorer.score(task, ep.answer_text)
+        except AgentError as exc:
+            rec["error"] = f"agent: {exc}"
+            return rec
+        except HarnessError as exc:
+            rec["error"] = f"harness: {exc}"
+            return rec
+        except Exception as exc:  # a bug or an odd reply must not kill a long run
+            rec["error"] = f"unexpected {type(exc).__name__}: {exc}"
+            return rec
+        rec["correct"] = bool(score.correct)
+        rec["invoked"] = ep.invoked
+        rec["retrievals"] = [r.to_record() for r in ep.retrievals]
+        rec["answer"] = answer
+        rec["meta"].update({
+            "latency_s": round(ep.latency_s, 3), "usage": ep.usage, "turns": ep.turns,
+            "finish_reason": ep.finish_reason, "score": score.reason,
+            "tool_calls": len(ep.retrievals) + ep.refused_calls,
+            "malformed_calls": ep.malformed_calls, "refused_calls": ep.refused_calls,
+        })
+        if task.is_code:
+            rec["meta"]["response"] = ep.answer_text
+        elif "extracted" in score.details:
+            rec["meta"]["extracted"] = score.details["extracted"]
+        return rec
+
+    progress = _progress(len(units), quiet)
+    bar = progress.add_task(f"{opts.benchmark} {model_label}", total=len(units)) if progress else None
+    t0 = time.monotonic()
+    try:
+        if progress:
+            progress.start()
+        with ThreadPoolExecutor(max_workers=opts.concurrency) as pool:
+            pending: set[Future] = set()
+            queue = iter(units)
+
+            def fill() -> None:
+                for unit in queue:
+                    pending.add(pool.submit(one, *unit))
+                    if len(pending) >= opts.concurrency:
+                        break
+
+            fill()
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    pending.discard(fut)
+                    rec = fut.result()
+                    writer.write(rec)
+                    summary.written += 1
+                    if rec["error"] is not None:
+                        summary.errors += 1
+                    elif rec["correct"]:
+                        summary.correct[rec["condition"]] += 1
+                    if rec["condition"] == "enabled" and rec["invoked"]:
+                        summary.invoked += 1
+                        if any(r["skills"] for r in rec["retrievals"]):
+                            summary.retrieved += 1
+                    if on_record:
+                        on_record(rec)
+                    if progress:
+                        progress.advance(bar)
+                fill()
+    finally:
+        if progress:
+            progress.stop()
+        writer.close()
+        client.close()
+        summary.wall_s = time.monotonic() - t0
+    return summary

@@ -1,0 +1,236 @@
+"""`skillaudit run` end to end against a scripted server (skillaudit.harness.runner and the CLI)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+from _harness_fakes import (
+    CORRECT_CODE,
+    GSM8K_ROWS,
+    MBPP_ROWS,
+    ScriptedServer,
+    chat_reply,
+    native_call,
+    write_library,
+    write_rows,
+)
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+from skillaudit.harness.agent import AgentConfig
+from skillaudit.harness.runner import RunOptions, parse_exclude, run, task_seed
+from skillaudit.harness.score import Limits
+from skillaudit.runs import load_runs
+
+LIMITS = Limits(timeout_s=5, cpu_s=5, memory_mb=512)
+
+
+def smart(path: str, body: dict):
+    """Enabled runs search once then answer; answers are right except for Mbpp/3 when disabled."""
+    msgs = body["messages"]
+    user = msgs[1]["content"]
+    tid = next((t for t, r in zip(["Mbpp/2", "Mbpp/3", "Mbpp/4"], MBPP_ROWS, strict=True)
+                if r["entry_point"] in user), None)
+    if "tools" in body and not any(m["role"] == "tool" for m in msgs):
+        return chat_reply(None, [native_call(user[:60])], "tool_calls")
+    if tid is None:  # gsm8k
+        return chat_reply("Adding up... \\boxed{7}")
+    enabled = any(m["role"] == "tool" for m in msgs)
+    code = CORRECT_CODE[tid] if (tid != "Mbpp/3" or enabled) else "def is_not_prime(n):\n    return False\n"
+    return chat_reply(f"```python\n{code}```")
+
+
+@pytest.fixture(scope="module")
+def oracle_cache(tmp_path_factory):
+    """One oracle cache for the module: expected outputs depend only on the task's content."""
+    return str(tmp_path_factory.mktemp("oracles"))
+
+
+@pytest.fixture
+def setup(tmp_path, oracle_cache):
+    options.cache = oracle_cache
+    data = write_rows(tmp_path / "mbpp.jsonl", MBPP_ROWS)
+    lib = write_library(tmp_path / "skills")
+    return tmp_path, data, lib
+
+
+def options(tmp_path, data, lib, url, **kw) -> RunOptions:
+    agent = AgentConfig(endpoint=url, model="fake-model", tool_mode="native", backoff_s=0.01, retries=1)
+    base = {"benchmark": "mbpp_plus", "out": str(tmp_path / "out.jsonl"), "agent": agent,
+            "skills": str(lib), "data": str(data), "limits": LIMITS,
+            "cache_dir": getattr(options, "cache", None) or str(tmp_path / "cache")}
+    base.update(kw)
+    return RunOptions(**base)
+
+
+def read(path) -> list[dict]:
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def test_run_writes_valid_paired_records(setup):
+    """Every task gets an enabled and a disabled record that load_runs pairs; fields follow §3.1."""
+    tmp_path, data, lib = setup
+    with ScriptedServer(smart) as srv:
+        summary = run(options(tmp_path, data, lib, srv.url), quiet=True)
+    recs = read(tmp_path / "out.jsonl")
+    assert summary.written == 6 and summary.errors == 0 and len(recs) == 6
+    by = {(r["task_id"], r["condition"]): r for r in recs}
+    on, off = by[("Mbpp/3", "enabled")], by[("Mbpp/3", "disabled")]
+    assert on["correct"] is True and off["correct"] is False
+    assert on["invoked"] is True and on["retrievals"][0]["skills"][0]["id"] == "prime-test"
+    assert off["invoked"] is False and off["retrievals"] == []
+    assert on["meta"]["seed"] == off["meta"]["seed"] == task_seed(0, "Mbpp/3", 1)
+    assert on["meta"]["temperature"] == 0.7 and "latency_s" in on["meta"] and on["error"] is None
+    assert on["model"] == "fake-model" and on["benchmark"] == "mbpp_plus" and on["epoch"] == 1
+    paired = load_runs([tmp_path / "out.jsonl"], strict=True)
+    assert paired.n_pairs == 3 and paired.n_error_pairs == 0
+
+
+def test_resume_skips_logged_records_and_finishes_a_killed_run(setup):
+    """A second run writes nothing; a run cut off mid-record is completed without duplicates."""
+    tmp_path, data, lib = setup
+    out = tmp_path / "out.jsonl"
+    with ScriptedServer(smart) as srv:
+        run(options(tmp_path, data, lib, srv.url), quiet=True)
+        again = run(options(tmp_path, data, lib, srv.url), quiet=True)
+        assert again.written == 0 and again.skipped == 6
+        lines = out.read_bytes().splitlines(keepends=True)
+        out.write_bytes(b"".join(lines[:3]) + lines[3][:25])  # killed while writing record 4
+        n_before = len(srv.requests)
+        resumed = run(options(tmp_path, data, lib, srv.url), quiet=True)
+    assert resumed.skipped == 3 and resumed.written == 3
+    assert len(srv.requests) > n_before
+    recs = read(out)
+    assert len(recs) == 6 and len({(r["task_id"], r["condition"]) for r in recs}) == 6
+    assert load_runs([out], strict=True).n_pairs == 3
+
+
+def test_epochs_multiply_records_with_distinct_seeds(setup):
+    """--epochs 2 logs each task and condition twice, with a different seed per epoch."""
+    tmp_path, data, lib = setup
+    with ScriptedServer(smart) as srv:
+        run(options(tmp_path, data, lib, srv.url, epochs=2, limit=1, seed=3), quiet=True)
+    recs = read(tmp_path / "out.jsonl")
+    assert sorted((r["epoch"], r["condition"]) for r in recs) == [
+        (1, "disabled"), (1, "enabled"), (2, "disabled"), (2, "enabled")]
+    seeds = {r["epoch"]: r["meta"]["seed"] for r in recs}
+    assert seeds[1] != seeds[2]
+
+
+def test_endpoint_failures_become_error_records(setup):
+    """When the endpoint keeps failing, each record says so in `error`, with correct false."""
+    tmp_path, data, lib = setup
+    with ScriptedServer(lambda p, b: (500, {"error": "down"})) as srv:
+        summary = run(options(tmp_path, data, lib, srv.url, limit=1), quiet=True)
+    recs = read(tmp_path / "out.jsonl")
+    assert summary.errors == 2 and len(recs) == 2
+    assert all(r["error"].startswith("agent: endpoint failed") and r["correct"] is False for r in recs)
+    paired = load_runs([tmp_path / "out.jsonl"])
+    assert paired.n_pairs == 0 and paired.n_error_pairs == 1
+
+
+def test_retry_errors_replaces_error_records(setup):
+    """--retry-errors re-runs error records and leaves one record per key."""
+    tmp_path, data, lib = setup
+    with ScriptedServer(lambda p, b: (500, {"error": "down"})) as srv:
+        run(options(tmp_path, data, lib, srv.url, limit=1), quiet=True)
+    with ScriptedServer(smart) as srv:
+        summary = run(options(tmp_path, data, lib, srv.url, limit=1, retry_errors=True), quiet=True)
+    recs = read(tmp_path / "out.jsonl")
+    assert summary.written == 2 and len(recs) == 2 and all(r["error"] is None for r in recs)
+
+
+def test_exclude_skills_never_retrieves_them(setup):
+    """With --exclude-skills the pruned skill is never offered and the exclusion is logged."""
+    tmp_path, data, lib = setup
+    with ScriptedServer(smart) as srv:
+        run(options(tmp_path, data, lib, srv.url, exclude_skills=("prime-test",)), quiet=True)
+    recs = read(tmp_path / "out.jsonl")
+    got = {s["id"] for r in recs for c in r["retrievals"] for s in c["skills"]}
+    assert "prime-test" not in got and got
+    assert all(r["meta"]["excluded_skills"] == ["prime-test"] for r in recs)
+
+
+def test_parse_exclude_accepts_lists_files_and_prune_json(tmp_path):
+    """--exclude-skills takes 'a,b', a file with one id per line, or prune --json output."""
+    assert parse_exclude("a, b,a") == ("a", "b")
+    txt = tmp_path / "ids.txt"
+    txt.write_text("x  # noisy\ny\n")
+    assert parse_exclude(str(txt)) == ("x", "y")
+    js = tmp_path / "prune.json"
+    js.write_text(json.dumps({"recommendations": [{"skill_id": "p", "action": "prune"},
+                                                  {"skill_id": "k", "action": "keep"}]}))
+    assert parse_exclude(str(js)) == ("p",)
+
+
+def test_math_benchmark_runs_and_scores(tmp_path):
+    """GSM8K tasks run through the same loop and are scored by their final answer."""
+    data = write_rows(tmp_path / "g.jsonl", GSM8K_ROWS)
+    lib = write_library(tmp_path / "skills")
+    with ScriptedServer(smart) as srv:
+        run(options(tmp_path, data, lib, srv.url, benchmark="gsm8k"), quiet=True)
+    recs = read(tmp_path / "out.jsonl")
+    ok = {(r["task_id"], r["condition"]): r["correct"] for r in recs}
+    assert ok[("gsm8k/0", "enabled")] and ok[("gsm8k/0", "disabled")]
+    assert not ok[("gsm8k/1", "enabled")]
+    assert recs[0]["meta"]["extracted"] == "7"
+
+
+def test_cli_run_with_json_summary_and_resume(setup):
+    """`skillaudit run --json` prints a skillaudit.run/v1 summary; rerunning skips what is logged."""
+    tmp_path, data, lib = setup
+    out = tmp_path / "cli.jsonl"
+    args = ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib), "--out", str(out),
+            "--model", "fake-model", "--tool-mode", "native", "--limit", "2", "--timeout", "5", "--json"]
+    with ScriptedServer(smart) as srv:
+        first = CliRunner().invoke(cli, [*args, "--endpoint", srv.url], env={"OPENAI_API_KEY": "sk-cli-secret"})
+        second = CliRunner().invoke(cli, [*args, "--endpoint", srv.url])
+    assert first.exit_code == 0, first.output
+    doc = json.loads(first.stdout)
+    assert doc["schema"] == "skillaudit.run/v1" and doc["written"] == 4 and doc["errors"] == 0
+    assert json.loads(second.stdout)["skipped"] == 4
+    assert "sk-cli-secret" not in out.read_text()
+    assert srv.headers[0]["Authorization"] == "Bearer sk-cli-secret"
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path):
+    """A missing data file exits 2 with a one-line message naming it, and no traceback."""
+    lib = write_library(tmp_path / "skills")
+    res = CliRunner().invoke(cli, ["run", "--benchmark", "gsm8k", "--data", str(tmp_path / "none.jsonl"),
+                                   "--skills", str(lib), "--endpoint", "http://127.0.0.1:9/v1",
+                                   "--model", "m", "--out", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 2
+    assert re.search(r"none\.jsonl: no such file", res.output) and "Traceback" not in res.output
+
+
+def _llm_up() -> bool:
+    try:
+        return httpx.get("http://127.0.0.1:8765/v1/models", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(not _llm_up(), reason="local model server not reachable on 127.0.0.1:8765")
+def test_real_local_model_runs_two_mbpp_tasks(tmp_path):
+    """Against the real local model, 2 MBPP+ tasks produce 4 valid, paired, non-error records."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp_plus.jsonl"
+    if not data.is_file():
+        pytest.skip("shared MBPP+ data not present")
+    lib = Path(__file__).resolve().parents[1] / "skills"
+    models = httpx.get("http://127.0.0.1:8765/v1/models", timeout=5).json()["data"]
+    agent = AgentConfig(endpoint="http://127.0.0.1:8765/v1", model=models[0]["id"], max_tokens=200,
+                        tool_mode="chatml", tool_choice="required", max_calls=1)
+    opts = RunOptions(benchmark="mbpp_plus", out=str(tmp_path / "llm.jsonl"), agent=agent, skills=str(lib),
+                      data=str(data), limit=2, seed=1, cache_dir=str(tmp_path / "cache"))
+    summary = run(opts, quiet=True)
+    recs = read(tmp_path / "llm.jsonl")
+    assert summary.errors == 0 and len(recs) == 4
+    assert all(r["meta"]["usage"]["completion_tokens"] > 0 for r in recs)
+    assert all(r["invoked"] for r in recs if r["condition"] == "enabled")
+    assert load_runs([tmp_path / "llm.jsonl"], strict=True).n_pairs == 2
