@@ -53,6 +53,9 @@ strict_option = click.option(
     "--strict", is_flag=True, help="Treat records without their other condition as errors."
 )
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output on stderr.")
+attribution_option = click.option(
+    "--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal", show_default=True,
+    help="How a pair's flip is shared among its retrieved skills: equally, by 1/rank, or by score.")
 
 
 def min_cond_option(what: str = "A cell") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -441,8 +444,7 @@ def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, mode
 @_embedding_options
 @click.option("--distance", type=click.FloatRange(0.0, 2.0), default=None,
               help="Clustering cosine distance cut (default: 0.45 minilm, 0.75 tfidf).")
-@click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
-              show_default=True, help="How a pair's flip is shared among its retrieved skills.")
+@attribution_option
 @seed_option("Seed of the Louvain communities.")
 @filter_options
 @strict_option
@@ -502,8 +504,7 @@ def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, e
 @click.option("--out", "out", type=click.Path(dir_okay=False), required=True,
               help="Output file: FILE.graphml (GraphML) or FILE.json (node-link JSON).")
 @_embedding_options
-@click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
-              show_default=True, help="How a pair's flip is shared among its retrieved skills.")
+@attribution_option
 @seed_option("Seed of the Louvain communities.")
 @filter_options
 @strict_option
@@ -540,9 +541,6 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
 
 
 # ---- rank / prune / simulate
-_attribution_option = click.option(
-    "--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal", show_default=True,
-    help="How a pair's flip is shared among its retrieved skills: equally, by 1/rank, or by score.")
 _bootstrap_option = click.option(
     "--bootstrap", "n_boot", default=2000, show_default=True, type=click.IntRange(min=0),
     help="Task-level bootstrap resamples for the regression coefficients' CIs.")
@@ -562,7 +560,7 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
 @cli.command()
 @runs_argument()
 @skills_option()
-@_attribution_option
+@attribution_option
 @filter_options
 @click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
               help="Show only the N most harmful skills in the table (0 = all; JSON has all).")
@@ -594,7 +592,7 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
 @cli.command()
 @runs_argument()
 @skills_option(required=True)
-@_attribution_option
+@attribution_option
 @filter_options
 @click.option("--embedder", type=click.Choice(["minilm", "tfidf", "none"]), default="tfidf",
               show_default=True, help="Near-duplicate detection for merge suggestions (none = skip).")
@@ -698,8 +696,7 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
               help="Embedding cache folder (default: $SKILLAUDIT_CACHE_DIR or the user cache dir).")
 @click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
               help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.50 tfidf).")
-@click.option("--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal",
-              show_default=True, help="How a pair's flip is shared among its retrieved skills.")
+@attribution_option
 @min_cond_option()
 @bootstrap_option("Paired bootstrap resamples of the metrics.")
 @click.option("--regression-bootstrap", "reg_boot", default=2000, show_default=True,
