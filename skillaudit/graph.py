@@ -92,12 +92,30 @@ def co_retrieval_graph(runs: Any, stats: Mapping[str, Any] | None = None,
     return g
 
 
+def backbone(g: nx.Graph, max_edges: int) -> nx.Graph:
+    """`g` itself when it has at most `max_edges` edges, else the union of every node's strongest
+    edges (k per node, k = max(5, max_edges // nodes)): the structure Louvain needs, at a size that
+    pure-Python community detection can handle (a large library co-retrieved at random is nearly
+    a complete graph)."""
+    if g.number_of_edges() <= max_edges:
+        return g
+    k = max(5, max_edges // max(g.number_of_nodes(), 1))
+    keep = nx.Graph()
+    keep.add_nodes_from(g.nodes(data=True))
+    for node in g.nodes:
+        strongest = sorted(g[node].items(), key=lambda kv: (-kv[1].get("weight", 1), str(kv[0])))[:k]
+        for other, data in strongest:
+            keep.add_edge(node, other, **data)
+    return keep
+
+
 def communities(g: nx.Graph, seed: int = 0, resolution: float = 1.0,
-                min_size: int = 2) -> list[list[str]]:
+                min_size: int = 2, max_edges: int = 20_000) -> list[list[str]]:
     """Louvain communities (edge weight = co-retrieval count, seeded) of the skills that were
     co-retrieved with something, largest first; communities smaller than `min_size` are left out.
+    Graphs with more than `max_edges` edges are reduced to their `backbone` first.
     """
-    sub = g.subgraph([n for n in g.nodes if g.degree(n) > 0])
+    sub = backbone(g.subgraph([n for n in g.nodes if g.degree(n) > 0]), max_edges)
     if sub.number_of_edges() == 0:
         return []
     parts = nx.community.louvain_communities(sub, weight="weight", resolution=resolution,

@@ -146,3 +146,27 @@ def test_unknown_export_format_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match=r"\.graphml or \.json"):
         write_graph(nx.Graph(), tmp_path / "g.gexf")
     assert not list(tmp_path.iterdir())
+
+
+def test_backbone_keeps_planted_communities_of_a_dense_graph():
+    """A dense co-retrieval graph reduced to its backbone still splits into its planted communities."""
+    import networkx as nx
+
+    from skillaudit.graph import backbone
+
+    g = nx.Graph()
+    left, right = [f"l{i}" for i in range(30)], [f"r{i}" for i in range(30)]
+    for group in (left, right):
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                g.add_edge(a, b, weight=20)
+    for a in left:
+        for b in right:
+            g.add_edge(a, b, weight=1)
+    assert g.number_of_edges() == 2 * 435 + 900
+    small = backbone(g, max_edges=300)
+    assert small.number_of_edges() < g.number_of_edges()
+    assert all(small[a][b]["weight"] == 20 for a, b in small.edges)
+    parts = communities(g, seed=0, max_edges=300)
+    assert sorted(map(sorted, parts)) == sorted([sorted(left), sorted(right)])
+    assert backbone(g, max_edges=10_000) is g
