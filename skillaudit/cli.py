@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from . import __version__
+from ._io import jsonable
 from .errors import SkillauditError
 
 
@@ -95,25 +96,7 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def emit_json(doc: dict[str, Any]) -> None:
     """Print one JSON document (NaN becomes null) on stdout."""
-    click.echo(json.dumps(_jsonable(doc), indent=2, allow_nan=False))
-
-
-def _jsonable(obj: Any) -> Any:
-    import math
-
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    return obj
+    click.echo(json.dumps(jsonable(doc), indent=2, allow_nan=False))
 
 
 def warn(message: str) -> None:

@@ -125,6 +125,15 @@ def communities(g: nx.Graph, seed: int = 0, resolution: float = 1.0,
     return out
 
 
+def communities_of(g: nx.Graph, min_size: int = 2) -> list[list[str]]:
+    """The communities `skill_graph` stored on its nodes (`community` >= 0), in its order."""
+    parts: dict[int, list[str]] = {}
+    for n, k in g.nodes(data="community", default=-1):
+        if k >= 0:
+            parts.setdefault(k, []).append(n)
+    return [sorted(parts[k]) for k in sorted(parts) if len(parts[k]) >= min_size]
+
+
 def community_summary(g: nx.Graph, parts: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
     """One dict per community: id, skills, internal co-retrieval weight, summed net and share."""
     out = []

@@ -170,3 +170,17 @@ def test_backbone_keeps_planted_communities_of_a_dense_graph():
     parts = communities(g, seed=0, max_edges=300)
     assert sorted(map(sorted, parts)) == sorted([sorted(left), sorted(right)])
     assert backbone(g, max_edges=10_000) is g
+
+
+def test_communities_stored_by_skill_graph_match_a_fresh_louvain_run():
+    """communities_of(skill_graph(...)) gives the partition communities() computes on the co-retrieval graph."""
+    from skillaudit.graph import communities_of
+
+    recs = []
+    for i in range(40):
+        group = ["a", "b", "c"] if i % 2 else ["x", "y", "z"]
+        recs += pair(f"t{i}", i % 3 == 0, i % 4 == 0, retrieved=group[: 2 + i % 2])
+    runs = read_text_records("\n".join(json.dumps(r) for r in recs))
+    g = skill_graph(runs, near_duplicates=[("a", "x", 0.9)], seed=0)
+    assert communities_of(g) == communities(co_retrieval_graph(runs), seed=0)
+    assert sorted(communities_of(g)) == [["a", "b", "c"], ["x", "y"]]  # z is never retrieved

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import math
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from .._io import jsonable
 from ..errors import InputError
 
 AUDIT_SCHEMA = "skillaudit.audit/v1"
@@ -107,23 +107,6 @@ def load_audit(path: str | Path) -> AuditResult:
         return AuditResult.from_dict(doc)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
-
-
-def jsonable(obj: Any) -> Any:
-    """Plain JSON types: tuples -> lists, numpy -> Python, NaN/inf -> None."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 # ---------------------------------------------------------------- inputs: hashes
@@ -328,7 +311,7 @@ def _map_coordinates(emb: Any) -> list[dict[str, Any]]:
 def _graph_section(runs: Any, rows: dict[str, Any], library: Any, near_dups: list, cluster_rep: Any,
                    seed: int) -> tuple[dict[str, Any], Any]:
     from ..graph import (
-        communities,
+        communities_of,
         community_summary,
         interference,
         merge_groups,
@@ -342,10 +325,8 @@ def _graph_section(runs: Any, rows: dict[str, Any], library: Any, near_dups: lis
                     harmful_clusters=harmful_ids, seed=seed, interfering=inter)
     co_edges = [(a, b, d) for a, b, d in g.edges(data=True) if d.get("weight", 0) > 0]
     co_edges.sort(key=lambda e: (-e[2]["weight"], e[0], e[1]))
-    from ..graph import co_retrieval_graph
-
-    co = co_retrieval_graph(runs, rows, library)
-    comms = community_summary(co, communities(co, seed=seed))
+    # skill_graph already ran Louvain on the co-retrieval graph; reuse its partition
+    comms = community_summary(g, communities_of(g))
     section = {
         "nodes": g.number_of_nodes(),
         "co_retrieval_edges": len(co_edges),
