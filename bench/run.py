@@ -5,7 +5,8 @@
 
 For each size it generates (once, cached in bench/out/data/<pairs>/) a paired log in 4 files and a
 2,000-skill SKILL.md library (bench/generate.py), then runs each command in its own subprocess
-and reads that child's peak RSS from wait4(). At --pandas-at pairs it also runs
+and records wall time, CPU time and peak memory (the larger of wait4's peak RSS and the sampled
+PSS of the whole process tree, workers included). At --pandas-at pairs it also runs
 bench/pandas_reference.py (the same per-skill counts as `rank`, written with read_json / merge /
 explode / groupby), checks the counts are equal, and prints the time and memory ratios.
 Figures, not assertions; results are also appended to bench/out/results.jsonl.
@@ -39,23 +40,59 @@ def dataset(n: int, skills: int) -> tuple[list[str], str]:
     return files, str(d / "skills")
 
 
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def tree_pss_mb(pid: int) -> float:
+    """Proportional set size of a process and all its descendants (shared pages counted once)."""
+    total = 0
+    for p in _descendants(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total / 1024
+
+
 def measure(cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
-    """Run `cmd`; wall seconds, peak RSS (MB) of that child, exit status."""
+    """Run `cmd`; wall seconds, CPU seconds, peak memory (MB) and exit status.
+
+    Peak memory is the larger of the child's peak RSS (wait4) and the peak, sampled every 20 ms,
+    of the summed PSS of the child and its worker processes: wait4 reports the largest single
+    process of a tree, which would hide the workers of a parallel parse.
+    """
     out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
     deadline = t0 + timeout
     status, rusage = 0, None
+    tree_peak = 0.0
     while True:
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        tree_peak = max(tree_peak, tree_pss_mb(proc.pid))
         if time.perf_counter() > deadline:
             proc.kill()
             _, status, rusage = os.wait4(proc.pid, 0)
             status = -9
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace")[-400:] if proc.stderr else ""
     proc.returncode = 0  # reaped by wait4
@@ -63,7 +100,7 @@ def measure(cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
         out.close()
     code = status if status == -9 else os.waitstatus_to_exitcode(status)
     cpu = rusage.ru_utime + rusage.ru_stime  # includes the child's reaped workers (--jobs)
-    return {"wall_s": wall, "cpu_s": cpu, "peak_mb": rusage.ru_maxrss / 1024, "exit": code,
+    return {"wall_s": wall, "cpu_s": cpu, "peak_mb": max(rusage.ru_maxrss / 1024, tree_peak), "exit": code,
             "stderr": err if code else ""}
 
 
@@ -77,7 +114,8 @@ def main() -> int:
                     help="rank --bootstrap (regression CIs; 0 = off, see docs/scaling.md)")
     ap.add_argument("--audit-bootstrap", type=int, default=None, help="audit --bootstrap (default: the command's)")
     ap.add_argument("--skip", default="", help="comma list of steps to skip: metrics,rank,audit,jobs")
-    ap.add_argument("--jobs", type=int, default=2, help="also time `metrics --jobs N` (0 = no)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="also time `metrics --jobs N` next to the default (one worker per core); 0 = no")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -107,7 +145,7 @@ def main() -> int:
         tmp.mkdir(exist_ok=True)
         if "metrics" not in skip:
             record(n, "metrics", measure([*CLI, "metrics", *files, "--json"], args.timeout))
-            if args.jobs > 1 and "jobs" not in skip:
+            if args.jobs > 0 and "jobs" not in skip:
                 record(n, f"metrics --jobs {args.jobs}",
                        measure([*CLI, "metrics", *files, "--json", "--jobs", str(args.jobs)], args.timeout))
         rank_res = None

@@ -74,8 +74,9 @@ def bootstrap_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[
 def seed_option(help_text: str = "Seed of the bootstrap.") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option("--seed", default=0, show_default=True, help=help_text)
 jobs_option = click.option(
-    "--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1),
-    help="Parse up to N run-log files at once in worker processes (same result as 1).")
+    "--jobs", "-j", default=0, show_default=True, type=click.IntRange(min=0),
+    help="Worker processes parsing the run logs (0 = one per core once the logs exceed 8 MB); "
+         "the result is the same for any N.")
 
 
 def skills_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -116,11 +117,12 @@ def cli(debug: bool) -> None:
 
 
 # ---------------------------------------------------------------- metrics
-def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, jobs: int = 1) -> Any:
+def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, jobs: int = 0,
+                      adherence: bool = True) -> Any:
     """Load run logs and warn (stderr) about unpaired records and harness-error pairs."""
     from .runs import load_runs
 
-    paired = load_runs(runs, strict=strict, library=library, jobs=jobs)
+    paired = load_runs(runs, strict=strict, library=library, jobs=jobs, adherence=adherence)
     if paired.n_unpaired:
         warn(
             f"{paired.n_unpaired} record(s) without their other condition were left out, e.g. "
@@ -404,13 +406,14 @@ def _embedding_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, model: str | None,
                      benchmark: str | None, attribution: str, embedder: str, embed_model: str | None,
-                     cache_dir: str | None, threshold: float | None, distance: float | None = None) -> Any:
+                     cache_dir: str | None, threshold: float | None, distance: float | None = None,
+                     jobs: int = 0) -> Any:
     """Load runs and library, attribute, cluster; warn about a fallback to tfidf."""
     from .attribution import attribute
     from .clusters import cluster_library
 
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib).select(model, benchmark)
+    paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False).select(model, benchmark)
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
     rows = {r.skill_id: r for r in attribute(paired, library=lib, scheme=attribution, regression=False).skills}
@@ -430,12 +433,13 @@ def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, mode
 @attribution_option
 @seed_option("Seed of the Louvain communities.")
 @filter_options
+@jobs_option
 @strict_option
 @json_option
 @reports_errors
 def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, embedder: str,
              embed_model: str | None, cache_dir: str | None, distance: float | None, attribution: str,
-             seed: int, model: str | None, benchmark: str | None, strict: bool, as_json: bool) -> None:
+             seed: int, model: str | None, benchmark: str | None, jobs: int, strict: bool, as_json: bool) -> None:
     """Families of skills by embedding, ranked by the harm they concentrate.
 
     A cluster is harmful when its members are net-harmful as a group (pooled exact McNemar over
@@ -445,7 +449,7 @@ def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, e
     from .graph import co_retrieval_graph, communities, community_summary, interference
 
     _, paired, rows, report = _clusters_inputs(runs, skills_path, strict, model, benchmark, attribution,
-                                               embedder, embed_model, cache_dir, threshold, distance)
+                                               embedder, embed_model, cache_dir, threshold, distance, jobs)
     g = co_retrieval_graph(paired, rows)
     comms = community_summary(g, communities(g, seed=seed))
     inter = [x.to_dict() for x in interference(paired)]
@@ -490,12 +494,13 @@ def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, e
 @attribution_option
 @seed_option("Seed of the Louvain communities.")
 @filter_options
+@jobs_option
 @strict_option
 @json_option
 @reports_errors
 def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | None, embedder: str,
           embed_model: str | None, cache_dir: str | None, attribution: str, seed: int,
-          model: str | None, benchmark: str | None, strict: bool, as_json: bool) -> None:
+          model: str | None, benchmark: str | None, jobs: int, strict: bool, as_json: bool) -> None:
     """Export the skill graph: co-retrieval edges (weight, net flips), near-duplicate edges
     (similarity), interference flags, and per-skill counts, cluster and community."""
     from pathlib import Path
@@ -508,7 +513,7 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
     if Path(out).resolve() == Path(skills_path).resolve() or any(Path(out).resolve() == Path(r).resolve() for r in runs if r != "-"):
         raise CommandError(f"{out}: refusing to overwrite an input file")
     lib, paired, rows, report = _clusters_inputs(runs, skills_path, strict, model, benchmark, attribution,
-                                                 embedder, embed_model, cache_dir, threshold)
+                                                 embedder, embed_model, cache_dir, threshold, jobs=jobs)
     g = skill_graph(paired, rows, lib, report.near_duplicates, report.cluster_of(),
                     [c.id for c in report.clusters if c.harmful], seed=seed,
                     interfering=interference(paired))
@@ -530,11 +535,12 @@ _bootstrap_option = click.option(
 
 
 def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: bool, model: str | None,
-                       benchmark: str | None, attribution: str, n_boot: int, seed: int) -> Any:
+                       benchmark: str | None, attribution: str, n_boot: int, seed: int, jobs: int = 0) -> Any:
     from .attribution import attribute
 
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib).select(model, benchmark)
+    # rank and prune do not report adherence: the answers are not even decoded
+    paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False).select(model, benchmark)
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
     return lib, paired, attribute(paired, library=lib, scheme=attribution, n_boot=n_boot, seed=seed)
@@ -549,11 +555,12 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
               help="Show only the N most harmful skills in the table (0 = all; JSON has all).")
 @_bootstrap_option
 @seed_option()
+@jobs_option
 @strict_option
 @json_option
 @reports_errors
 def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model: str | None,
-         benchmark: str | None, top: int, n_boot: int, seed: int, strict: bool, as_json: bool) -> None:
+         benchmark: str | None, top: int, n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
     """Skills ranked by net rescues (b - c where they were retrieved), most harmful first.
 
     All models and benchmarks are pooled unless --model/--benchmark narrow them. Shares split each
@@ -561,14 +568,15 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     Benjamini-Hochberg q over exact McNemar tests; coef is a ridge regression of flips on the
     retrieved skills that separates skills retrieved together (aliases: never retrieved apart).
     """
-    from .render import rank_table
-
-    _, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed)
+    _, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
+                                      jobs)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
         emit_json(doc)
     else:
+        from .render import rank_table  # rich: only for the table
+
         rank_table(result, top=top or None)
 
 
@@ -583,12 +591,13 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
               help="Write a pruned COPY of the library (plus PRUNED.md) into this new or empty folder.")
 @_bootstrap_option
 @seed_option()
+@jobs_option
 @strict_option
 @json_option
 @reports_errors
 def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str | None,
           benchmark: str | None, embedder: str, apply_dir: str | None, n_boot: int, seed: int,
-          strict: bool, as_json: bool) -> None:
+          jobs: int, strict: bool, as_json: bool) -> None:
     """One action per skill (prune, rewrite, merge, keep, needs-data, unused) and why.
 
     Prune needs reliable net harm in the exposure counts AND in the regression, so an innocent skill
@@ -599,7 +608,7 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
     from .render import prune_table
 
     lib, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
-                                             n_boot, seed)
+                                             n_boot, seed, jobs)
     near = harmful = None
     if embedder != "none":
         try:
@@ -687,13 +696,14 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
               help="Bootstrap resamples of the per-skill regression CIs (capped at --bootstrap); "
                    "lower it for libraries of thousands of skills; 0 = no regression.")
 @seed_option("Seed of every resampling step.")
+@jobs_option
 @strict_option
 @quiet_option
 @json_option
 @reports_errors
 def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder: str,
           embed_model: str | None, cache_dir: str | None, threshold: float | None, attribution: str,
-          min_cond: int, n_boot: int, reg_boot: int, seed: int, strict: bool, quiet: bool,
+          min_cond: int, n_boot: int, reg_boot: int, seed: int, jobs: int, strict: bool, quiet: bool,
           as_json: bool) -> None:
     """The whole audit in one report folder: report.html, report.md, audit.json, skills.csv, figures/.
 
@@ -719,7 +729,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     if say and demo:
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib)
+    paired = load_runs_for_cli(runs, strict, lib, jobs)
     result = build_audit(
         runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
@@ -759,12 +769,13 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
 @min_cond_option("A model")
 @bootstrap_option("Paired bootstrap resamples (task level) for the CIs.")
 @seed_option()
+@jobs_option
 @strict_option
 @quiet_option
 @json_option
 @reports_errors
 def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, min_cond: int,
-            n_boot: int, seed: int, strict: bool, quiet: bool, as_json: bool) -> None:
+            n_boot: int, seed: int, jobs: int, strict: bool, quiet: bool, as_json: bool) -> None:
     """The paper's Figure 1 across models: aggregate lift (x) against RAE (y), with 95% CIs.
 
     A model in a shaded quadrant shows sign disagreement: the usual aggregate number (tasks that
@@ -782,7 +793,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     say = _progress(quiet)
     if out_file is not None and any(os.path.abspath(out_file) == os.path.abspath(r) for r in runs):
         raise CommandError(f"--out {out_file}: is one of the run logs; choose another file")
-    paired = load_runs_for_cli(runs, strict)
+    paired = load_runs_for_cli(runs, strict, jobs=jobs, adherence=False)
     if benchmark is not None:
         if benchmark not in paired.benchmarks:
             raise CommandError(f"--benchmark {benchmark}: not in these runs "

@@ -15,7 +15,6 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal
 
@@ -258,7 +257,7 @@ if msgspec is not None:
     class _Call(msgspec.Struct, gc=False):
         skills: list[str | _SkillRef] | None = None
 
-    class _Rec(msgspec.Struct, gc=False):
+    class _RecCore(msgspec.Struct, gc=False):
         task_id: Annotated[str, msgspec.Meta(min_length=1)]
         condition: Literal["enabled", "on", "skills_on", "disabled", "off", "skills_off"]
         correct: bool | Literal[0, 1]
@@ -268,13 +267,16 @@ if msgspec is not None:
         retrievals: list[_Call] | None = None
         retrieved: list[str] | None = None
         invoked: bool | Literal[0, 1] | None = None
-        answer: Any = None
         error: Any = None
 
+    class _Rec(_RecCore, gc=False):
+        answer: Any = None
+
     _decode = msgspec.json.Decoder(_Rec).decode
+    _decode_core = msgspec.json.Decoder(_RecCore).decode  # answers skipped, not built
     _DecodeError: type[Exception] = msgspec.DecodeError
 else:  # pragma: no cover - msgspec is optional; every block takes the exact path
-    _decode = None
+    _decode = _decode_core = None
     _DecodeError = ValueError
 
 
@@ -373,8 +375,9 @@ def _fast_retrieved(rec: Any) -> tuple[bool, dict[str, float]]:
 class _State:
     """Pairing state while streaming: one slot per key in first-seen order, arrays not objects."""
 
-    def __init__(self, code: _CodeLines) -> None:
+    def __init__(self, code: _CodeLines, adherence: bool = True) -> None:
         self.code = code
+        self.adherence = adherence  # False: answers are not read (adhered stays unknown, -1)
         self.slots: dict[tuple[str, str, str, int], int] = {}
         self.seen = bytearray()  # bit 1: enabled seen, bit 2: disabled seen, bit 4: error record
         self.y_pos, self.y_neg, self.invoked = bytearray(), bytearray(), bytearray()
@@ -417,7 +420,7 @@ def _ingest(st: _State, recs: list[Any], linenos: Iterable[int], file_ix: int) -
     src0, src1 = st.src
     line0, line1 = st.line
     rows, cols, rk, sc = st.rows, st.cols, st.rk, st.sc
-    skills, code, cond_of = st.skills, st.code, CONDITION_ALIASES
+    skills, code, cond_of, adherence = st.skills, st.code, CONDITION_ALIASES, st.adherence
     for r, ln in zip(recs, linenos, strict=True):
         key = (r.model, r.benchmark, r.task_id, r.epoch)
         slot = sget(key)
@@ -445,9 +448,10 @@ def _ingest(st: _State, recs: list[Any], linenos: Iterable[int], file_ix: int) -
                     cols.append(skills[sid])
                     rk.append(rank)
                     sc.append(score)
-            answer = r.answer
-            if answer.__class__ is str and answer:
-                adh[slot] = code.adhered(answer, got) if got else 0
+            if adherence:
+                answer = r.answer
+                if answer.__class__ is str and answer:
+                    adh[slot] = code.adhered(answer, got) if got else 0
         else:
             if s & 2:
                 raise st.duplicate(r, DISABLED, slot, file_ix, ln)
@@ -455,6 +459,109 @@ def _ingest(st: _State, recs: list[Any], linenos: Iterable[int], file_ix: int) -
             src0[slot] = file_ix
             line0[slot] = ln
             y_neg[slot] = r.correct
+
+
+def _ingest_block(st: _State, recs: list[Any], lineno: int, file_ix: int) -> None:
+    """`_ingest` for a block of fast-path structs, one line each from `lineno`, as array operations.
+
+    Per record only the key lookup and a few attribute reads run in Python (list comprehensions);
+    pairing, duplicate checks and the retrieved-skill sets are numpy. The result is identical to
+    `_ingest`, which this hands the block to when it holds a duplicate key (for its message).
+    """
+    n = len(recs)
+    if not n:
+        return
+    slots = st.slots
+    sd = slots.setdefault
+    # slots are numbered in first-seen order exactly as _ingest numbers them
+    slot = np.array([sd((r.model, r.benchmark, r.task_id, r.epoch), len(slots)) for r in recs], np.int64)
+    st.reserve(0)
+    cond_of = CONDITION_ALIASES
+    en = np.array([cond_of[r.condition] for r in recs], dtype=bool)
+    es, ds = slot[en], slot[~en]
+    seen = np.frombuffer(st.seen, dtype=np.uint8)
+    if ((seen[es] & 1).any() or (seen[ds] & 2).any()
+            or np.unique(es).size < es.size or np.unique(ds).size < ds.size):
+        del seen
+        _ingest(st, recs, range(lineno, lineno + n), file_ix)  # raises, naming both lines
+        return
+    correct = np.array([r.correct for r in recs], dtype=bool)
+    err = np.array([r.error is not None for r in recs], dtype=bool)
+    line = np.arange(lineno, lineno + n, dtype=np.int64)
+    seen[es] |= np.where(err[en], 5, 1).astype(np.uint8)
+    seen[ds] |= np.where(err[~en], 6, 2).astype(np.uint8)
+    del seen
+    np.frombuffer(st.y_pos, dtype=np.uint8)[es] = correct[en]
+    np.frombuffer(st.y_neg, dtype=np.uint8)[ds] = correct[~en]
+    np.frombuffer(st.src[1], dtype=np.int32)[es] = file_ix
+    np.frombuffer(st.src[0], dtype=np.int32)[ds] = file_ix
+    np.frombuffer(st.line[1], dtype=np.int64)[es] = line[en]
+    np.frombuffer(st.line[0], dtype=np.int64)[ds] = line[~en]
+
+    en_recs = [recs[i] for i in np.flatnonzero(en).tolist()]
+    # no `invoked`: a call was made when 'retrievals' lists one or 'retrieved' is present
+    np.frombuffer(st.invoked, dtype=np.uint8)[es] = np.array(
+        [bool(r.invoked) if r.invoked is not None else (bool(r.retrievals) or r.retrieved is not None)
+         for r in en_recs], dtype=bool)
+    adh = np.frombuffer(st.adh, dtype=np.int8)
+    if st.adherence:
+        answered = np.array([a.__class__ is str and a != "" for a in (r.answer for r in en_recs)], dtype=bool)
+        adh[es[answered]] = 0  # 1 below where a retrieved skill was followed
+
+    # retrieved skills: (record, id, score) in the order they appear, then deduplicated per record
+    has = [k for k, r in enumerate(en_recs) if r.retrievals or r.retrieved]
+    if not has:
+        return
+    ret = [en_recs[k] for k in has]
+    items = [(k, s) for k, r in enumerate(ret) if r.retrievals for c in r.retrievals if c.skills
+             for s in c.skills]
+    rec_ix = [k for k, _ in items]
+    sids = [s if s.__class__ is str else s.id for _, s in items]
+    scores = [_NAN if s.__class__ is str or s.score is None else s.score for _, s in items]
+    short = [(k, sid) for k, r in enumerate(ret) if r.retrieved for sid in r.retrieved]
+    if short:  # the 'retrieved' shorthand comes after a record's 'retrievals' (stable sort)
+        rec_ix += [k for k, _ in short]
+        sids += [sid for _, sid in short]
+        scores += [_NAN] * len(short)
+        order = np.argsort(np.array(rec_ix, dtype=np.int64), kind="stable").tolist()
+        rec_ix = [rec_ix[i] for i in order]
+        sids = [sids[i] for i in order]
+        scores = [scores[i] for i in order]
+    if not sids:
+        return
+    skills = st.skills
+    col = np.array([skills[sid] for sid in sids], dtype=np.int64)  # interned in first-seen order
+    rec = np.array(rec_ix, dtype=np.int64)
+    score = np.array(scores, dtype=np.float64)
+    key = rec * len(skills) + col
+    o = np.argsort(key, kind="stable")  # groups of one (record, skill), each in order of appearance
+    ks = key[o]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    first = o[starts]  # flat position of each group's first appearance
+    # a skill seen twice keeps its first score unless a later one is higher; a missing first
+    # score stays missing (the comparison with nan is false), as in _fast_retrieved
+    best = np.maximum.reduceat(np.where(np.isnan(score[o]), -np.inf, score[o]), starts)
+    gscore = np.where(np.isnan(score[first]), np.nan, best)
+    go = np.argsort(first, kind="stable")
+    gpos = first[go]
+    grec = rec[gpos]
+    bounds = np.flatnonzero(np.r_[True, grec[1:] != grec[:-1]])
+    size = np.diff(np.r_[bounds, grec.size])
+    rank = np.arange(grec.size) - np.repeat(bounds, size) + 1
+    ret_slot = es[np.array(has, dtype=np.int64)]
+    st.rows.frombytes(ret_slot[grec].astype(np.int32).tobytes())
+    st.cols.frombytes(col[gpos].astype(np.int32).tobytes())
+    st.rk.frombytes(rank.astype(np.float32).tobytes())
+    st.sc.frombytes(gscore[go].astype(np.float32).tobytes())
+    if st.adherence:
+        code = st.code
+        # each record's deduplicated ids in rank order: a contiguous run of (grec, gpos)
+        gids = [sids[i] for i in gpos.tolist()]
+        lo = np.r_[bounds, grec.size].tolist()
+        for j, k in enumerate(grec[bounds].tolist()):
+            a = ret[k].answer
+            if a.__class__ is str and a:
+                adh[ret_slot[k]] = code.adhered(a, gids[lo[j]:lo[j + 1]])
 
 
 def _valid_utf8(chunk: bytes) -> bool:
@@ -471,12 +578,12 @@ def _feed_block(st: _State, chunk: bytes, lineno: int, file_ix: int) -> None:
         lines = chunk.split(b"\n")
         if not lines[-1]:
             lines.pop()
-        try:
-            recs = list(map(_decode, lines))  # one value per line, or DecodeError
+        try:  # one value per line, or DecodeError
+            recs = list(map(_decode if st.adherence else _decode_core, lines))
         except _DecodeError:
             pass
         else:
-            _ingest(st, recs, range(lineno, lineno + len(recs)), file_ix)
+            _ingest_block(st, recs, lineno, file_ix)
             return
     name = st.names[file_ix]
     batch: list[_Checked] = []
@@ -496,13 +603,52 @@ def _feed_block(st: _State, chunk: bytes, lineno: int, file_ix: int) -> None:
         raise error
 
 
-def _feed_file(st: _State, path: str, file_ix: int) -> None:
+def _line_start_at(fh: IO[bytes], offset: int) -> int:
+    """Offset of the first line that starts at or after `offset` (the file's size if none does)."""
+    if offset <= 0:
+        return 0
+    fh.seek(offset - 1)
+    pos = offset - 1
+    while True:
+        block = fh.read(1 << 16)
+        if not block:
+            return pos
+        i = block.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(block)
+
+
+def _count_lines(fh: IO[bytes], stop: int) -> int:
+    """Newlines in the first `stop` bytes."""
+    fh.seek(0)
+    n, left = 0, stop
+    while left > 0:
+        block = fh.read(min(_BLOCK, left))
+        if not block:
+            break
+        n += block.count(b"\n")
+        left -= len(block)
+    return n
+
+
+def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | None = None) -> None:
+    """Feed a file's records; with `start`/`stop`, only the lines whose first byte is in [start, stop)."""
     name, fh = _open(path)
     st.names[file_ix] = name
     try:
-        lineno, rest = 1, b""
+        lineno, left = 1, -1
+        if start or stop is not None:  # a byte range of a plain file (a --jobs work unit)
+            begin = _line_start_at(fh, start)
+            end = _line_start_at(fh, stop) if stop is not None else -1
+            lineno = _count_lines(fh, begin) + 1
+            fh.seek(begin)
+            left = end - begin if end >= 0 else -1
+        rest = b""
         while True:
-            block = fh.read(_BLOCK)
+            block = fh.read(_BLOCK if left < 0 else min(_BLOCK, left))
+            if left > 0:
+                left -= len(block)
             if block:
                 buf = rest + block if rest else block
                 cut = buf.rfind(b"\n") + 1
@@ -516,6 +662,8 @@ def _feed_file(st: _State, path: str, file_ix: int) -> None:
                 break
             _feed_block(st, chunk, lineno, file_ix)
             lineno += chunk.count(b"\n")
+            if left == 0 and not rest:
+                break
     except OSError as exc:
         raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
     finally:
@@ -523,17 +671,47 @@ def _feed_file(st: _State, path: str, file_ix: int) -> None:
             fh.close()
 
 
+_MIN_UNIT = 8 << 20  # below this many bytes per worker, a process costs more than it saves
+
+
+def _work_units(paths: list[str], jobs: int) -> list[tuple[str, int, int, int | None]]:
+    """(path, file index, start, stop) units of about equal size for `jobs` workers, in file order.
+
+    Plain files larger than a share are cut into byte ranges at line starts (each worker finds
+    them); gzip files and standard input are one unit each.
+    """
+    sizes = []
+    for p in paths:
+        try:
+            sizes.append(0 if p == "-" or p.endswith(".gz") else Path(p).stat().st_size)
+        except OSError:
+            sizes.append(0)  # reported by the worker that opens it
+    share = max(sum(sizes) // max(jobs, 1), _MIN_UNIT)
+    units: list[tuple[str, int, int, int | None]] = []
+    for ix, (p, size) in enumerate(zip(paths, sizes, strict=True)):
+        k = max(1, round(size / share))
+        if k == 1:
+            units.append((p, ix, 0, None))
+            continue
+        cuts = [size * i // k for i in range(k + 1)]
+        units.extend((p, ix, cuts[i], cuts[i + 1] if i + 1 < k else None) for i in range(k))
+    return units
+
+
 # ---------------------------------------------------------------- parts: one state as arrays
 def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     """The state as numpy arrays and vocabularies (picklable; what a --jobs worker returns)."""
     n = len(st.slots)
-    keys = list(st.slots)
     models, benches, tasks = _Interner(), _Interner(), _Interner()
-    m = np.fromiter(map(models.__getitem__, map(itemgetter(0), keys)), np.int32, n)
-    b = np.fromiter(map(benches.__getitem__, map(itemgetter(1), keys)), np.int32, n)
-    t = np.fromiter(map(tasks.__getitem__, map(itemgetter(2), keys)), np.int32, n)
-    e = np.fromiter(map(itemgetter(3), keys), np.int64, n)
-    del keys
+    if n:
+        km, kb, kt, ke = zip(*st.slots, strict=True)  # the key columns, in slot order
+    else:
+        km = kb = kt = ke = ()
+    m = np.fromiter(map(models.__getitem__, km), np.int32, n)
+    b = np.fromiter(map(benches.__getitem__, kb), np.int32, n)
+    t = np.fromiter(map(tasks.__getitem__, kt), np.int32, n)
+    e = np.fromiter(ke, np.int64, n)
+    del km, kb, kt, ke
 
     def u8(buf: bytearray) -> np.ndarray:
         return np.frombuffer(bytes(buf[:n]), dtype=np.uint8)
@@ -557,12 +735,12 @@ def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     }
 
 
-def _parse_one(args: tuple[str, int, _CodeLines]) -> dict[str, Any]:
-    """--jobs worker: one file -> its part; a RunLogError is returned (after the records before it)."""
-    path, file_ix, code = args
-    st = _State(code)
+def _parse_one(args: tuple[str, int, int, int | None, _CodeLines, bool]) -> dict[str, Any]:
+    """--jobs worker: one unit -> its part; a RunLogError is returned (after the records before it)."""
+    path, file_ix, start, stop, code, adherence = args
+    st = _State(code, adherence)
     try:
-        _feed_file(st, path, file_ix)
+        _feed_file(st, path, file_ix, start, stop)
     except RunLogError as exc:
         return _part(st, str(exc))
     return _part(st)
@@ -706,12 +884,16 @@ def load_runs(
     strict: bool = False,
     library: Any = None,
     jobs: int = 1,
+    adherence: bool = True,
 ) -> PairedRuns:
     """Stream run logs, validate each record, pair them; raise RunLogError naming file:line.
 
-    `jobs` > 1 parses that many files at once in worker processes (files are the unit of work;
-    standard input is always read here). The result, and the first error reported, are the same
+    `jobs` > 1 parses in that many worker processes (0: one per core when the input is over
+    8 MB); large plain files are cut into byte ranges at line starts, gzip files are read whole
+    and standard input is always read here. The result, and the first error reported, are the same
     as with jobs=1: records pair across files and a duplicate key names both lines.
+    `adherence=False` skips reading answers (`adhered` is -1, unknown): for callers that do not
+    report the adherence stage, it saves decoding the longest field of every record.
     """
     paths = [str(p) for p in paths]
     code = _CodeLines(library)
@@ -719,20 +901,38 @@ def load_runs(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(paths, strict, code, jobs)
+        return _load(paths, strict, code, jobs, adherence)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int) -> PairedRuns:
-    if jobs > 1 and len(paths) > 1 and "-" not in paths:
+def _auto_jobs(paths: list[str]) -> int:
+    """Workers for `jobs=0`: one per available core, when the input is large enough to pay for them."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    total = 0
+    for p in paths:
+        if p != "-" and Path(p).is_file():
+            total += Path(p).stat().st_size
+    return max(1, min(cores, total // _MIN_UNIT))
+
+
+def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence: bool) -> PairedRuns:
+    if jobs <= 0:
+        jobs = _auto_jobs(paths)
+    units = _work_units(paths, jobs) if jobs > 1 and "-" not in paths else []
+    if len(units) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            parts = list(pool.map(_parse_one, [(p, i, code) for i, p in enumerate(paths)]))
+        with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
+            parts = list(pool.map(_parse_one, [(*u, code, adherence) for u in units]))
         return _paired(_merge(parts), strict)
-    st = _State(code)
+    st = _State(code, adherence)
     for ix, path in enumerate(paths):
         _feed_file(st, path, ix)
     return _paired(_part(st), strict)

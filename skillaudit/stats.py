@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats as _st
+from scipy import special as _sp  # not scipy.stats: importing it costs ~1 s per command
 
 # Above this many distinct unit patterns the bootstrap resamples unit indices in chunks instead.
 _MAX_PATTERNS = 4096
@@ -21,7 +21,7 @@ def mcnemar_exact(b: int | np.ndarray, c: int | np.ndarray) -> float | np.ndarra
     c_arr = np.asarray(c, dtype=np.int64)
     n = b_arr + c_arr
     k = np.minimum(b_arr, c_arr)
-    p = np.minimum(1.0, 2.0 * _st.binom.cdf(k, n, 0.5))
+    p = np.minimum(1.0, 2.0 * _sp.bdtr(k, n, 0.5))  # binomial CDF P(X <= k)
     p = np.where(n == 0, 1.0, p)
     return float(p) if p.ndim == 0 else p
 
@@ -30,7 +30,7 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a proportion k/n; (nan, nan) when n = 0."""
     if n <= 0:
         return (float("nan"), float("nan"))
-    z = _st.norm.ppf(0.5 + level / 2)
+    z = _sp.ndtri(0.5 + level / 2)
     p = k / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom

@@ -258,3 +258,34 @@ def test_sandwich_interval_agrees_with_bootstrap(monkeypatch):
     width_s = sand.coef_ci_[:, 1] - sand.coef_ci_[:, 0]
     np.testing.assert_allclose(width_s, width_b, rtol=0.15)
     assert sand.coef_ci_[0, 1] < 0 < sand.coef_ci_[1, 0]
+
+
+def test_wide_library_point_estimate_by_conjugate_gradients_equals_the_dense_solve():
+    """Above 300 skills without a bootstrap the sparse CG solution equals (Z'Z + alpha I)^-1 Z'y."""
+    rng = np.random.default_rng(5)
+    n, p = 4000, 420
+    X = sp.random(n, p, density=0.006, random_state=rng, format="csr")
+    X.data[:] = 1.0
+    X = sp.vstack([X, sp.identity(p, format="csr")]).tocsr()  # every skill also retrieved alone once
+    y = rng.integers(-1, 2, size=X.shape[0]).astype(float)
+    fit = SkillEffectRegression(alpha=1.5, n_boot=0).fit(X, y)
+    dense = X.toarray()
+    ref = np.linalg.solve(dense.T @ dense + 1.5 * np.eye(p), dense.T @ y)
+    assert fit.identifiable_.all()
+    np.testing.assert_allclose(fit.coef_, ref, rtol=1e-8, atol=1e-10)
+
+
+def test_rank_check_looks_only_at_skills_never_retrieved_alone():
+    """In a wide design the one column that is the sum of two others is found, with exactly those aliases."""
+    rng = np.random.default_rng(8)
+    p = 350
+    rows = [[j] for j in range(3, p)]  # skills 3.. each retrieved alone once: identifiable
+    rows += [[0, 2], [1, 2]] * 10  # col2 = col0 + col1: no alone row for any of the three
+    rows += [[int(a), int(b)] for a, b in rng.integers(3, p, size=(500, 2)) if a != b]
+    X = sp.csr_matrix((np.ones(sum(map(len, rows))),
+                       (np.repeat(np.arange(len(rows)), [len(r) for r in rows]), np.concatenate(rows))),
+                      shape=(len(rows), p))
+    y = rng.integers(-1, 2, size=len(rows)).astype(float)
+    fit = SkillEffectRegression(n_boot=0).fit(X, y)
+    assert not fit.identifiable_[:3].any() and fit.identifiable_[3:].all()
+    assert set(fit.aliases_[2]) == {0, 1} and set(fit.aliases_[0]) == {1, 2}

@@ -179,3 +179,62 @@ def test_subset_and_select_keep_vocabularies(write_jsonl):
     assert [sub.skills[j] for j in sub.ranks.indices] == ["b"]
     assert runs.select(model="absent").n_pairs == 0
     assert np.array_equal(runs.select().y_pos, runs.y_pos)
+
+
+def _messy_records(rng: np.random.Generator, n: int) -> list[dict]:
+    """Records exercising every field the reader interprets, in a shuffled file order."""
+    out = []
+    for i in range(n):
+        on = {"task_id": f"t{i % (n // 2)}", "epoch": 1 + i // (n // 2), "model": f"m{i % 2}",
+              "condition": str(rng.choice(["enabled", "on", "skills_on"])),
+              "correct": [True, False, 0, 1][int(rng.integers(4))]}
+        off = {**on, "condition": str(rng.choice(["disabled", "off", "skills_off"])),
+               "correct": bool(rng.random() < 0.5)}
+        kind = int(rng.integers(6))
+        if kind >= 2:
+            calls = []
+            for _ in range(int(rng.integers(0, 3))):
+                skills = []
+                for _ in range(int(rng.integers(0, 4))):
+                    sid = f"s{int(rng.integers(12))}"
+                    form = int(rng.integers(4))
+                    skills.append(sid if form == 0 else {"id": sid} if form == 1 else
+                                  {"id": sid, "score": None} if form == 2 else
+                                  {"id": sid, "score": round(float(rng.normal()), 3)})
+                calls.append({"query": "q", "skills": skills if skills or rng.random() < 0.5 else None})
+            on["retrievals"] = calls
+        if kind in (1, 5):
+            on["retrieved"] = [f"s{int(j)}" for j in rng.integers(0, 12, size=int(rng.integers(0, 3)))]
+        if rng.random() < 0.2:
+            on["invoked"] = [True, False, 0, 1][int(rng.integers(4))]
+        answer = int(rng.integers(5))
+        if answer:
+            on["answer"] = ["", "uses s3 and s7", "return sorted(set(values))  # ok", 42][answer - 1]
+        if rng.random() < 0.05:
+            (on if rng.random() < 0.5 else off)["error"] = "timeout"
+        out += [on, off]
+    order = rng.permutation(len(out))
+    return [out[i] for i in order]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("adherence", [True, False])
+def test_block_ingest_equals_record_by_record(write_jsonl, monkeypatch, seed, adherence):
+    """The array-at-a-time block reader gives exactly what pairing one record at a time gives."""
+    from test_runs_parallel import assert_same
+
+    import skillaudit.runs as runs_mod
+
+    lib = Library(skills=(Skill(id="s3", name="s3", description="d",
+                                body="```python\nreturn sorted(set(values))\n```"),))
+    path = write_jsonl(_messy_records(np.random.default_rng(seed), 400))
+    fast = load_runs([path], library=lib, adherence=adherence)
+
+    def one_by_one(st, recs, lineno, file_ix):
+        runs_mod._ingest(st, recs, range(lineno, lineno + len(recs)), file_ix)
+
+    monkeypatch.setattr(runs_mod, "_ingest_block", one_by_one)
+    slow = load_runs([path], library=lib, adherence=adherence)
+    assert_same(fast, slow)
+    assert fast.ranks.nnz > 100 and np.isnan(fast.scores.data).any() and (fast.adhered == 1).any() == adherence
+    assert adherence or (fast.adhered == -1).all()

@@ -85,3 +85,60 @@ def test_metrics_jobs_option_gives_same_json(three_files):
     par = runner.invoke(cli, ["metrics", *three_files, "--json", "--bootstrap", "200", "--jobs", "2"])
     assert base.exit_code == 0, base.output
     assert par.exit_code == 0 and par.stdout == base.stdout
+
+
+@pytest.fixture
+def one_big_file(write_jsonl):
+    """One file of 400 pairs whose records of a pair are far apart (they land in different ranges)."""
+    rng = np.random.default_rng(3)
+    on, off = [], []
+    for i in range(400):
+        k = int(rng.integers(0, 4))
+        ids = [f"s{int(j)}" for j in rng.integers(0, 25, size=k)] if k else None
+        a, b = pair(f"t{i}", bool(rng.random() < 0.5), bool(rng.random() < 0.5), retrieved=ids,
+                    model=f"m{i % 3}", epoch=1 + i % 2, answer=f"print({i})")
+        on.append(a)
+        off.append(b)
+    return str(write_jsonl(on[:200] + off[::-1] + on[200:], "big.jsonl"))
+
+
+def test_byte_ranges_of_one_file_equal_one_reader(one_big_file, monkeypatch):
+    """A file cut into byte ranges at line starts (one per worker) gives exactly the sequential result."""
+    import skillaudit.runs as runs_mod
+
+    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
+    units = runs_mod._work_units([one_big_file], 3)
+    assert len(units) == 3 and units[0][2] == 0 and units[-1][3] is None
+    assert [u[3] for u in units[:-1]] == [u[2] for u in units[1:]]  # contiguous, no gap or overlap
+    one = load_runs([one_big_file], jobs=1)
+    assert one.n_pairs == 400
+    for jobs in (2, 3, 5):
+        assert_same(one, load_runs([one_big_file], jobs=jobs))
+
+
+def test_errors_in_a_later_byte_range_keep_their_line_numbers(write_jsonl, tmp_path, monkeypatch):
+    """A bad line and a duplicate key deep in a split file are reported exactly as one reader reports them."""
+    import skillaudit.runs as runs_mod
+
+    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
+    monkeypatch.chdir(tmp_path)
+    recs = [r for i in range(60) for r in pair(f"t{i}", True, i % 2 == 0)]
+    write_jsonl([*recs[:100], recs[3], *recs[100:]], "dup.jsonl")  # line 101 repeats line 4
+    write_jsonl([*recs[:110], '{"task_id": "x", "condition": "on"}', *recs[110:]], "bad.jsonl")
+    for name, expected in (
+        ("dup.jsonl", "dup.jsonl:101: duplicate disabled record for model='default' benchmark='default' "
+                      "task_id='t1' epoch=1 (first at dup.jsonl:4)"),
+        ("bad.jsonl", "bad.jsonl:111: missing required field 'correct'"),
+    ):
+        for jobs in (1, 3):
+            with pytest.raises(RunLogError) as err:
+                load_runs([name], jobs=jobs)
+            assert str(err.value) == expected, (name, jobs)
+
+
+def test_auto_jobs_stays_in_process_for_small_logs(three_files):
+    """jobs=0 uses one process below 8 MB of logs, so small audits pay no start-up cost."""
+    from skillaudit.runs import _auto_jobs
+
+    assert _auto_jobs(three_files) == 1
+    assert_same(load_runs(three_files, jobs=0), load_runs(three_files, jobs=1))
