@@ -840,6 +840,15 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 
 
 # ---- run (harness)
+def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    i, sep, n = value.partition("/")
+    if not (sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+        raise click.BadParameter(f"{value!r} is not I/N with 1 <= I <= N (e.g. 2/4)")
+    return int(i), int(n)
+
+
 @cli.command("run")
 @click.option("--benchmark", required=True,
               type=click.Choice(["mbpp_plus", "humaneval", "gsm8k", "math500"]), help="Benchmark to run.")
@@ -870,6 +879,9 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
               help="HTML-unescape replies (for servers whose chat template escapes messages, e.g. "
               "llama-cpp-python's chatml-function-calling).")
 @click.option("--concurrency", type=int, default=1, show_default=True, help="Episodes in flight.")
+@click.option("--shard", default=None, metavar="I/N", callback=_parse_shard,
+              help="Run only the I-th of every N selected tasks (1 <= I <= N), to split a run over N "
+                   "machines; each shard writes its own --out and the logs pair together.")
 @click.option("--exclude-skills", default=None,
               help="Skill ids to leave out: 'a,b', or a file (one per line, or prune --json output).")
 @click.option("--retry-errors", is_flag=True, help="Re-run tasks whose records are errors (rewrites the log once).")
@@ -883,7 +895,8 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, model_name: str,
             model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
             task_ids: tuple[str, ...], seed: int, epochs: int, temperature: float, max_tokens: int,
-            tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int, exclude_skills: str | None,
+            tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int,
+            shard: tuple[int, int] | None, exclude_skills: str | None,
             retry_errors: bool, exec_timeout: float, request_timeout: float, retries: int,
             as_json: bool, quiet: bool) -> None:
     """Run tasks twice (skills enabled / disabled, same prompt and seed) and log paired records.
@@ -903,7 +916,8 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
     opts = RunOptions(benchmark=benchmark, out=out_path, agent=agent, skills=skills_path, data=data,
                       limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
                       exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,
-                      task_ids=task_ids, limits=Limits(timeout_s=exec_timeout), model_label=model_label)
+                      task_ids=task_ids, limits=Limits(timeout_s=exec_timeout), model_label=model_label,
+                      shard=shard)
     summary = run(opts, quiet=quiet or as_json)
     for w in summary.warnings:
         warn(w)

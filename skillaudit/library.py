@@ -149,7 +149,34 @@ def _check_fields(meta: dict[str, Any], where: str, folder: str | None) -> list[
 _FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
+# Front matter that is only `key: plain text` lines (most SKILL.md files) is read without a YAML
+# parser: the same mapping YAML gives, for the subset where that is certain - ASCII values that
+# start with a letter, with no ": ", " #", trailing ":" or tab, and that are not one of YAML 1.1's
+# boolean or null words. Anything else goes to the YAML parser.
+_SIMPLE_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*): ([A-Za-z][\x20-\x7e]*)")
+_YAML_WORDS = frozenset(
+    w for base in ("yes", "no", "true", "false", "on", "off", "null")
+    for w in (base, base.capitalize(), base.upper())
+)
+
+
+def _simple_front_matter(text: str) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _SIMPLE_LINE.fullmatch(line)
+        if m is None:
+            return None
+        key, value = m.group(1), m.group(2).rstrip(" ")
+        if ": " in value or " #" in value or value.endswith(":") or value in _YAML_WORDS or key in out:
+            return None
+        out[key] = value
+    return out or None
+
+
 def _yaml_load(text: str) -> Any:
+    simple = _simple_front_matter(text)
+    if simple is not None:
+        return simple
     if _FAST_LOADER is not None:
         try:
             return yaml.load(text, Loader=_FAST_LOADER)  # CSafeLoader: the safe loader, in C

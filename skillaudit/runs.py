@@ -15,6 +15,8 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, is_not
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal
 
@@ -378,7 +380,10 @@ class _State:
     def __init__(self, code: _CodeLines, adherence: bool = True) -> None:
         self.code = code
         self.adherence = adherence  # False: answers are not read (adhered stays unknown, -1)
+        # key -> slot number; numbers increase in first-seen order but may skip (the block reader
+        # hands out one per record), so the arrays are compacted to the used slots in _part
         self.slots: dict[tuple[str, str, str, int], int] = {}
+        self.next_slot = 0
         self.seen = bytearray()  # bit 1: enabled seen, bit 2: disabled seen, bit 4: error record
         self.y_pos, self.y_neg, self.invoked = bytearray(), bytearray(), bytearray()
         self.adh = array("b")
@@ -389,7 +394,7 @@ class _State:
         self.names: dict[int, str] = {}
 
     def reserve(self, k: int) -> None:
-        need = len(self.slots) + k - len(self.seen)
+        need = self.next_slot + k - len(self.seen)
         if need > 0:
             zeros = bytes(need)
             self.seen += zeros
@@ -415,50 +420,57 @@ def _ingest(st: _State, recs: list[Any], linenos: Iterable[int], file_ix: int) -
     st.reserve(len(recs))
     slots = st.slots
     sget = slots.get
-    n = len(slots)
+    n = st.next_slot
     seen, y_pos, y_neg, invoked, adh = st.seen, st.y_pos, st.y_neg, st.invoked, st.adh
     src0, src1 = st.src
     line0, line1 = st.line
     rows, cols, rk, sc = st.rows, st.cols, st.rk, st.sc
     skills, code, cond_of, adherence = st.skills, st.code, CONDITION_ALIASES, st.adherence
-    for r, ln in zip(recs, linenos, strict=True):
-        key = (r.model, r.benchmark, r.task_id, r.epoch)
-        slot = sget(key)
-        if slot is None:
-            slot = slots[key] = n
-            n += 1
-        s = seen[slot]
-        if cond_of[r.condition]:
-            if s & 1:
-                raise st.duplicate(r, ENABLED, slot, file_ix, ln)
-            seen[slot] = s | 1 if r.error is None else s | 5
-            src1[slot] = file_ix
-            line1[slot] = ln
-            y_pos[slot] = r.correct
-            if r.__class__ is _Checked:
-                inv, got = r.inv, r.got
-            elif r.retrievals is None and r.retrieved is None:
-                inv, got = r.invoked or 0, None
+    try:
+        for r, ln in zip(recs, linenos, strict=True):
+            key = (r.model, r.benchmark, r.task_id, r.epoch)
+            slot = sget(key)
+            if slot is None:
+                slot = slots[key] = n
+                n += 1
+            s = seen[slot]
+            if cond_of[r.condition]:
+                if s & 1:
+                    raise st.duplicate(r, ENABLED, slot, file_ix, ln)
+                seen[slot] = s | 1 if r.error is None else s | 5
+                src1[slot] = file_ix
+                line1[slot] = ln
+                y_pos[slot] = r.correct
+                if r.__class__ is _Checked:
+                    inv, got = r.inv, r.got
+                elif r.retrievals is None and r.retrieved is None:
+                    inv, got = r.invoked or 0, None
+                else:
+                    inv, got = _fast_retrieved(r)
+                invoked[slot] = inv
+                if got:
+                    for rank, (sid, score) in enumerate(got.items(), 1):
+                        rows.append(slot)
+                        cols.append(skills[sid])
+                        rk.append(rank)
+                        sc.append(score)
+                if adherence:
+                    answer = r.answer
+                    if answer.__class__ is str and answer:
+                        adh[slot] = code.adhered(answer, got) if got else 0
             else:
-                inv, got = _fast_retrieved(r)
-            invoked[slot] = inv
-            if got:
-                for rank, (sid, score) in enumerate(got.items(), 1):
-                    rows.append(slot)
-                    cols.append(skills[sid])
-                    rk.append(rank)
-                    sc.append(score)
-            if adherence:
-                answer = r.answer
-                if answer.__class__ is str and answer:
-                    adh[slot] = code.adhered(answer, got) if got else 0
-        else:
-            if s & 2:
-                raise st.duplicate(r, DISABLED, slot, file_ix, ln)
-            seen[slot] = s | 2 if r.error is None else s | 6
-            src0[slot] = file_ix
-            line0[slot] = ln
-            y_neg[slot] = r.correct
+                if s & 2:
+                    raise st.duplicate(r, DISABLED, slot, file_ix, ln)
+                seen[slot] = s | 2 if r.error is None else s | 6
+                src0[slot] = file_ix
+                line0[slot] = ln
+                y_neg[slot] = r.correct
+    finally:
+        st.next_slot = n  # slots stay consistent with the arrays when a record raises
+
+
+_KEY = attrgetter("model", "benchmark", "task_id", "epoch")
+_COND, _CORRECT, _ERROR = attrgetter("condition"), attrgetter("correct"), attrgetter("error")
 
 
 def _ingest_block(st: _State, recs: list[Any], lineno: int, file_ix: int) -> None:
@@ -471,13 +483,13 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int, file_ix: int) -> Non
     n = len(recs)
     if not n:
         return
-    slots = st.slots
-    sd = slots.setdefault
-    # slots are numbered in first-seen order exactly as _ingest numbers them
-    slot = np.array([sd((r.model, r.benchmark, r.task_id, r.epoch), len(slots)) for r in recs], np.int64)
+    # one slot number per record (new keys keep theirs, old keys return theirs): the whole key
+    # lookup runs in C, at the price of unused slot numbers that _part compacts away
+    base = st.next_slot
+    slot = np.fromiter(map(st.slots.setdefault, map(_KEY, recs), range(base, base + n)), np.int64, n)
+    st.next_slot = base + n
     st.reserve(0)
-    cond_of = CONDITION_ALIASES
-    en = np.array([cond_of[r.condition] for r in recs], dtype=bool)
+    en = np.fromiter(map(CONDITION_ALIASES.__getitem__, map(_COND, recs)), bool, n)
     es, ds = slot[en], slot[~en]
     seen = np.frombuffer(st.seen, dtype=np.uint8)
     if ((seen[es] & 1).any() or (seen[ds] & 2).any()
@@ -485,8 +497,8 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int, file_ix: int) -> Non
         del seen
         _ingest(st, recs, range(lineno, lineno + n), file_ix)  # raises, naming both lines
         return
-    correct = np.array([r.correct for r in recs], dtype=bool)
-    err = np.array([r.error is not None for r in recs], dtype=bool)
+    correct = np.fromiter(map(_CORRECT, recs), bool, n)
+    err = np.fromiter(map(is_not, map(_ERROR, recs), repeat(None)), bool, n)
     line = np.arange(lineno, lineno + n, dtype=np.int64)
     seen[es] |= np.where(err[en], 5, 1).astype(np.uint8)
     seen[ds] |= np.where(err[~en], 6, 2).astype(np.uint8)
@@ -702,6 +714,7 @@ def _work_units(paths: list[str], jobs: int) -> list[tuple[str, int, int, int | 
 def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     """The state as numpy arrays and vocabularies (picklable; what a --jobs worker returns)."""
     n = len(st.slots)
+    used = np.fromiter(st.slots.values(), np.int64, n)  # increasing: first-seen order
     models, benches, tasks = _Interner(), _Interner(), _Interner()
     if n:
         km, kb, kt, ke = zip(*st.slots, strict=True)  # the key columns, in slot order
@@ -713,23 +726,21 @@ def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     e = np.fromiter(ke, np.int64, n)
     del km, kb, kt, ke
 
-    def u8(buf: bytearray) -> np.ndarray:
-        return np.frombuffer(bytes(buf[:n]), dtype=np.uint8)
-
-    def arr(a: array, dtype: Any) -> np.ndarray:
-        return np.frombuffer(a, dtype=dtype)[:n].copy() if len(a) else np.zeros(0, dtype)
+    def at(buf: Any, dtype: Any) -> np.ndarray:
+        return np.frombuffer(buf, dtype=dtype)[used] if n else np.zeros(0, dtype)
 
     def coo(a: array, dtype: Any) -> np.ndarray:
         return np.frombuffer(a, dtype=dtype).copy() if len(a) else np.zeros(0, dtype)
 
+    rows = coo(st.rows, np.int32)
     return {
         "models": models.vocab(), "benchmarks": benches.vocab(), "tasks": tasks.vocab(),
         "skills": st.skills.vocab(), "m": m, "b": b, "t": t, "e": e,
-        "seen": u8(st.seen), "y_pos": u8(st.y_pos), "y_neg": u8(st.y_neg), "invoked": u8(st.invoked),
-        "adh": arr(st.adh, np.int8),
-        "src": (arr(st.src[0], np.int32), arr(st.src[1], np.int32)),
-        "line": (arr(st.line[0], np.int64), arr(st.line[1], np.int64)),
-        "rows": coo(st.rows, np.int32), "cols": coo(st.cols, np.int32),
+        "seen": at(st.seen, np.uint8), "y_pos": at(st.y_pos, np.uint8), "y_neg": at(st.y_neg, np.uint8),
+        "invoked": at(st.invoked, np.uint8), "adh": at(st.adh, np.int8),
+        "src": (at(st.src[0], np.int32), at(st.src[1], np.int32)),
+        "line": (at(st.line[0], np.int64), at(st.line[1], np.int64)),
+        "rows": np.searchsorted(used, rows).astype(np.int32), "cols": coo(st.cols, np.int32),
         "rk": coo(st.rk, np.float32), "sc": coo(st.sc, np.float32),
         "names": dict(st.names), "error": error,
     }

@@ -234,3 +234,30 @@ def test_real_local_model_runs_two_mbpp_tasks(tmp_path):
     assert all(r["meta"]["usage"]["completion_tokens"] > 0 for r in recs)
     assert all(r["invoked"] for r in recs if r["condition"] == "enabled")
     assert load_runs([tmp_path / "llm.jsonl"], strict=True).n_pairs == 2
+
+
+def test_shards_split_the_tasks_and_pair_like_one_run(setup):
+    """--shard 1/2 and 2/2 run disjoint halves of the tasks; their two logs pair like a single run's."""
+    tmp_path, data, lib = setup
+    with ScriptedServer(smart) as srv:
+        one = run(options(tmp_path, data, lib, srv.url, out=str(tmp_path / "all.jsonl")), quiet=True)
+        a = run(options(tmp_path, data, lib, srv.url, out=str(tmp_path / "s1.jsonl"), shard=(1, 2)), quiet=True)
+        b = run(options(tmp_path, data, lib, srv.url, out=str(tmp_path / "s2.jsonl"), shard=(2, 2)), quiet=True)
+    assert (one.n_tasks, a.n_tasks, b.n_tasks) == (3, 2, 1)
+    ids = [{r["task_id"] for r in read(tmp_path / f"s{k}.jsonl")} for k in (1, 2)]
+    assert ids == [{"Mbpp/2", "Mbpp/4"}, {"Mbpp/3"}]
+    both = load_runs([tmp_path / "s1.jsonl", tmp_path / "s2.jsonl"], strict=True)
+    whole = load_runs([tmp_path / "all.jsonl"], strict=True)
+    assert both.n_pairs == whole.n_pairs == 3
+    assert sorted(both.tasks) == sorted(whole.tasks) and both.flip.sum() == whole.flip.sum()
+
+
+@pytest.mark.parametrize("value", ["0/2", "3/2", "1", "a/b", "1/0"])
+def test_bad_shard_is_a_usage_error(setup, value):
+    """--shard must be I/N with 1 <= I <= N; anything else exits 2 naming the option."""
+    tmp_path, data, lib = setup
+    res = CliRunner().invoke(cli, ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib),
+                                   "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
+                                   "--out", str(tmp_path / "o.jsonl"), "--shard", value])
+    assert res.exit_code == 2
+    assert f"Invalid value for '--shard': {value!r} is not I/N with 1 <= I <= N (e.g. 2/4)" in res.output

@@ -112,3 +112,33 @@ def test_bundled_sample_library_is_valid():
     """The sample library in skills/ passes strict validation."""
     assert validate_library(REPO / "skills") == []
     assert len(load_library(REPO / "skills")) >= 20
+
+
+def test_plain_front_matter_shortcut_equals_yaml():
+    """Whenever the `key: text` shortcut accepts front matter, it gives exactly yaml.safe_load's mapping."""
+    import random
+    import string
+
+    import yaml
+
+    from skillaudit.library import _simple_front_matter
+
+    rng = random.Random(0)
+    alphabet = string.ascii_letters + string.digits + " :#-_'\"!&*|>%@`[]{},.?\t~"
+    words = ["yes", "No", "TRUE", "null", "off", "On", "y", "n", "~", "1.5", "0x1f", "2020-01-01", ".inf"]
+    accepted = 0
+    for _ in range(30_000):
+        lines = []
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice(["name", "description", "license", "x-y", "_k", "name"])
+            val = rng.choice(words) if rng.random() < 0.2 else "".join(
+                rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+            lines.append(f"{key}: {val}")
+        text = "\n".join(lines) + "\n"
+        got = _simple_front_matter(text)
+        if got is not None:
+            accepted += 1
+            assert yaml.safe_load(text) == got, text
+    assert accepted > 3000  # the shortcut is actually exercised
+    assert _simple_front_matter("name: a\ndescription: yes\n") is None
+    assert _simple_front_matter("name: a\nmetadata:\n  k: v\n") is None

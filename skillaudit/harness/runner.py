@@ -51,6 +51,21 @@ class RunOptions:
     limits: Limits = field(default_factory=Limits)
     cache_dir: str | None = None
     model_label: str | None = None
+    shard: tuple[int, int] | None = None  # (i, n), 1-based: run every n-th selected task from the i-th
+
+
+def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:
+    """The tasks of shard (i, n): the i-th of every n selected tasks, so n machines split one run.
+
+    A task keeps both conditions and all its epochs in one shard, so each shard's log pairs on its
+    own and the shard logs together pair exactly like one run's log.
+    """
+    if shard is None:
+        return tasks
+    i, n = shard
+    if not 1 <= i <= n:
+        raise InputError(f"--shard {i}/{n}: need 1 <= I <= N")
+    return tasks[i - 1 :: n]
 
 
 @dataclass
@@ -223,6 +238,7 @@ def run(opts: RunOptions, quiet: bool = False,
         tasks = [by_id[t] for t in opts.task_ids]
     else:
         tasks = sample_tasks(tasks, opts.limit, opts.seed)
+    tasks = shard_tasks(tasks, opts.shard)
     warnings: list[str] = []
     index = None
     lib_hash = None
