@@ -97,9 +97,17 @@ def bootstrap_totals(
     if n == 0:
         return np.zeros((n_boot, k))
     patterns, counts = distinct_rows(unit_values)
-    if patterns.shape[0] <= _MAX_PATTERNS:
-        weights = rng.multinomial(n, counts / n, size=n_boot).astype(np.float64)
-        return weights @ patterns
+    n_pat = patterns.shape[0]
+    # a multinomial draw costs one binomial per pattern, index resampling one draw per unit
+    if n_pat <= _MAX_PATTERNS and n_pat * 8 <= max(n, 512):
+        out = np.empty((n_boot, k))
+        probs = counts / n
+        step = max(1, _CHUNK_CELLS // (2 * n_pat))  # bounded memory: weights are B x patterns
+        for start in range(0, n_boot, step):
+            stop = min(n_boot, start + step)
+            weights = rng.multinomial(n, probs, size=stop - start)
+            out[start:stop] = weights @ patterns
+        return out
     out = np.empty((n_boot, k))
     chunk = max(1, _CHUNK_CELLS // n)
     for start in range(0, n_boot, chunk):
