@@ -12,7 +12,6 @@ import gzip
 import io
 import re
 import sys
-from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -345,204 +344,95 @@ def _check_line(line: bytes, where: str) -> _Checked:
     return out
 
 
-def _fast_retrieved(rec: Any) -> tuple[bool, dict[str, float]]:
-    """(invoked, {skill_id: best score} in rank order) of a fast-path enabled record."""
-    got: dict[str, float] = {}
-    calls = 0
-    rets = rec.retrievals
-    if rets is not None:
-        for call in rets:
-            calls += 1
-            skills = call.skills
-            if skills:
-                for s in skills:
-                    if s.__class__ is str:
-                        sid, score = s, _NAN
-                    else:
-                        sid, score = s.id, s.score
-                        if score is None:
-                            score = _NAN
-                    prev = got.get(sid)
-                    if prev is None or score > prev:
-                        got[sid] = score
-    short = rec.retrieved
-    if short is not None:
-        calls += 1
-        for sid in short:
-            got.setdefault(sid, _NAN)
-    inv = rec.invoked
-    return (calls > 0 if inv is None else bool(inv)), got
-
-
 class _State:
-    """Pairing state while streaming: one slot per key in first-seen order, arrays not objects."""
+    """Records while streaming, as per-record numpy chunks (pairing happens once, at the end)."""
 
     def __init__(self, code: _CodeLines, adherence: bool = True) -> None:
         self.code = code
         self.adherence = adherence  # False: answers are not read (adhered stays unknown, -1)
-        # key -> slot number; numbers increase in first-seen order but may skip (the block reader
-        # hands out one per record), so the arrays are compacted to the used slots in _part
-        self.slots: dict[tuple[str, str, str, int], int] = {}
-        self.next_slot = 0
-        self.seen = bytearray()  # bit 1: enabled seen, bit 2: disabled seen, bit 4: error record
-        self.y_pos, self.y_neg, self.invoked = bytearray(), bytearray(), bytearray()
-        self.adh = array("b")
-        self.src = (array("i"), array("i"))  # per condition (0 disabled, 1 enabled): file of first record
-        self.line = (array("q"), array("q"))
-        self.rows, self.cols, self.rk, self.sc = array("i"), array("i"), array("f"), array("f")
-        self.skills = _Interner()
+        self.models, self.benches, self.tasks, self.skills = _Interner(), _Interner(), _Interner(), _Interner()
+        self.chunks: dict[str, list[np.ndarray]] = {k: [] for k in _REC_FIELDS}
+        self.ret: dict[str, list[np.ndarray]] = {k: [] for k in ("rec", "col", "rk", "sc")}
+        self.n = 0  # records so far
         self.names: dict[int, str] = {}
 
-    def reserve(self, k: int) -> None:
-        need = self.next_slot + k - len(self.seen)
-        if need > 0:
-            zeros = bytes(need)
-            self.seen += zeros
-            self.y_pos += zeros
-            self.y_neg += zeros
-            self.invoked += zeros
-            self.adh.frombytes(b"\xff" * need)  # ADHERENCE_UNKNOWN
-            for c in (0, 1):
-                self.src[c].frombytes(b"\xff" * (4 * need))  # -1
-                self.line[c].frombytes(bytes(8 * need))
 
-    def duplicate(self, rec: Any, cond: int, slot: int, file_ix: int, lineno: int) -> RunLogError:
-        prev = f"{self.names[self.src[cond][slot]]}:{self.line[cond][slot]}"
-        return RunLogError(
-            f"{self.names[file_ix]}:{lineno}: duplicate {'enabled' if cond else 'disabled'} record for "
-            f"model={rec.model!r} benchmark={rec.benchmark!r} task_id={rec.task_id!r} epoch={rec.epoch} "
-            f"(first at {prev})"
-        )
-
-
-def _ingest(st: _State, recs: list[Any], linenos: Iterable[int], file_ix: int) -> None:
-    """Pair validated records (fast structs or _Checked) into the state, in file order."""
-    st.reserve(len(recs))
-    slots = st.slots
-    sget = slots.get
-    n = st.next_slot
-    seen, y_pos, y_neg, invoked, adh = st.seen, st.y_pos, st.y_neg, st.invoked, st.adh
-    src0, src1 = st.src
-    line0, line1 = st.line
-    rows, cols, rk, sc = st.rows, st.cols, st.rk, st.sc
-    skills, code, cond_of, adherence = st.skills, st.code, CONDITION_ALIASES, st.adherence
-    try:
-        for r, ln in zip(recs, linenos, strict=True):
-            key = (r.model, r.benchmark, r.task_id, r.epoch)
-            slot = sget(key)
-            if slot is None:
-                slot = slots[key] = n
-                n += 1
-            s = seen[slot]
-            if cond_of[r.condition]:
-                if s & 1:
-                    raise st.duplicate(r, ENABLED, slot, file_ix, ln)
-                seen[slot] = s | 1 if r.error is None else s | 5
-                src1[slot] = file_ix
-                line1[slot] = ln
-                y_pos[slot] = r.correct
-                if r.__class__ is _Checked:
-                    inv, got = r.inv, r.got
-                elif r.retrievals is None and r.retrieved is None:
-                    inv, got = r.invoked or 0, None
-                else:
-                    inv, got = _fast_retrieved(r)
-                invoked[slot] = inv
-                if got:
-                    for rank, (sid, score) in enumerate(got.items(), 1):
-                        rows.append(slot)
-                        cols.append(skills[sid])
-                        rk.append(rank)
-                        sc.append(score)
-                if adherence:
-                    answer = r.answer
-                    if answer.__class__ is str and answer:
-                        adh[slot] = code.adhered(answer, got) if got else 0
-            else:
-                if s & 2:
-                    raise st.duplicate(r, DISABLED, slot, file_ix, ln)
-                seen[slot] = s | 2 if r.error is None else s | 6
-                src0[slot] = file_ix
-                line0[slot] = ln
-                y_neg[slot] = r.correct
-    finally:
-        st.next_slot = n  # slots stay consistent with the arrays when a record raises
-
-
-_KEY = attrgetter("model", "benchmark", "task_id", "epoch")
+# per-record columns: model, benchmark, task (vocabulary ids), epoch, condition (1 enabled),
+# correct, error record, invoked, adhered (-1 unknown), file index and line number
+_REC_FIELDS = ("m", "b", "t", "e", "en", "ok", "err", "inv", "adh", "file", "line")
+_MODEL, _BENCH, _TASK, _EPOCH = (attrgetter(a) for a in ("model", "benchmark", "task_id", "epoch"))
 _COND, _CORRECT, _ERROR = attrgetter("condition"), attrgetter("correct"), attrgetter("error")
 
 
-def _ingest_block(st: _State, recs: list[Any], lineno: int, file_ix: int) -> None:
-    """`_ingest` for a block of fast-path structs, one line each from `lineno`, as array operations.
+def _ingest_block(st: _State, recs: list[Any], lineno: int | list[int], file_ix: int) -> None:
+    """Append a block of validated records (fast structs, or _Checked from the exact path).
 
-    Per record only the key lookup and a few attribute reads run in Python (list comprehensions);
-    pairing, duplicate checks and the retrieved-skill sets are numpy. The result is identical to
-    `_ingest`, which this hands the block to when it holds a duplicate key (for its message).
+    Per record only attribute reads and vocabulary lookups run in Python, as C-level maps; the
+    retrieved-skill sets are flattened and deduplicated with numpy. `lineno` is the first line
+    of a block with one record per line, or the line of each record.
     """
     n = len(recs)
     if not n:
         return
-    # one slot number per record (new keys keep theirs, old keys return theirs): the whole key
-    # lookup runs in C, at the price of unused slot numbers that _part compacts away
-    base = st.next_slot
-    slot = np.fromiter(map(st.slots.setdefault, map(_KEY, recs), range(base, base + n)), np.int64, n)
-    st.next_slot = base + n
-    st.reserve(0)
+    c = st.chunks
+    c["m"].append(np.fromiter(map(st.models.__getitem__, map(_MODEL, recs)), np.int32, n))
+    c["b"].append(np.fromiter(map(st.benches.__getitem__, map(_BENCH, recs)), np.int32, n))
+    c["t"].append(np.fromiter(map(st.tasks.__getitem__, map(_TASK, recs)), np.int32, n))
+    c["e"].append(np.fromiter(map(_EPOCH, recs), np.int64, n))
     en = np.fromiter(map(CONDITION_ALIASES.__getitem__, map(_COND, recs)), bool, n)
-    es, ds = slot[en], slot[~en]
-    seen = np.frombuffer(st.seen, dtype=np.uint8)
-    if ((seen[es] & 1).any() or (seen[ds] & 2).any()
-            or np.unique(es).size < es.size or np.unique(ds).size < ds.size):
-        del seen
-        _ingest(st, recs, range(lineno, lineno + n), file_ix)  # raises, naming both lines
-        return
-    correct = np.fromiter(map(_CORRECT, recs), bool, n)
-    err = np.fromiter(map(is_not, map(_ERROR, recs), repeat(None)), bool, n)
-    line = np.arange(lineno, lineno + n, dtype=np.int64)
-    seen[es] |= np.where(err[en], 5, 1).astype(np.uint8)
-    seen[ds] |= np.where(err[~en], 6, 2).astype(np.uint8)
-    del seen
-    np.frombuffer(st.y_pos, dtype=np.uint8)[es] = correct[en]
-    np.frombuffer(st.y_neg, dtype=np.uint8)[ds] = correct[~en]
-    np.frombuffer(st.src[1], dtype=np.int32)[es] = file_ix
-    np.frombuffer(st.src[0], dtype=np.int32)[ds] = file_ix
-    np.frombuffer(st.line[1], dtype=np.int64)[es] = line[en]
-    np.frombuffer(st.line[0], dtype=np.int64)[ds] = line[~en]
+    c["en"].append(en)
+    c["ok"].append(np.fromiter(map(_CORRECT, recs), bool, n))
+    c["err"].append(np.fromiter(map(is_not, map(_ERROR, recs), repeat(None)), bool, n))
+    c["file"].append(np.full(n, file_ix, np.int32))
+    c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64) if isinstance(lineno, int)
+                     else np.array(lineno, dtype=np.int64))
+    inv = np.zeros(n, bool)
+    adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
+    base = st.n
+    st.n += n
+    c["inv"].append(inv)
+    c["adh"].append(adh)
 
-    en_recs = [recs[i] for i in np.flatnonzero(en).tolist()]
-    # no `invoked`: a call was made when 'retrievals' lists one or 'retrieved' is present
-    np.frombuffer(st.invoked, dtype=np.uint8)[es] = np.array(
-        [bool(r.invoked) if r.invoked is not None else (bool(r.retrievals) or r.retrieved is not None)
-         for r in en_recs], dtype=bool)
-    adh = np.frombuffer(st.adh, dtype=np.int8)
+    en_ix = np.flatnonzero(en)
+    en_recs = [recs[i] for i in en_ix.tolist()]
+    checked = recs[0].__class__ is _Checked
+    if checked:
+        inv[en_ix] = [bool(r.inv) for r in en_recs]
+    else:  # no `invoked`: a call was made when 'retrievals' lists one or 'retrieved' is present
+        inv[en_ix] = [bool(r.invoked) if r.invoked is not None
+                      else (bool(r.retrievals) or r.retrieved is not None) for r in en_recs]
     if st.adherence:
         answered = np.array([a.__class__ is str and a != "" for a in (r.answer for r in en_recs)], dtype=bool)
-        adh[es[answered]] = 0  # 1 below where a retrieved skill was followed
+        adh[en_ix[answered]] = 0  # 1 below where a retrieved skill was followed
 
     # retrieved skills: (record, id, score) in the order they appear, then deduplicated per record
-    has = [k for k, r in enumerate(en_recs) if r.retrievals or r.retrieved]
-    if not has:
-        return
-    ret = [en_recs[k] for k in has]
-    items = [(k, s) for k, r in enumerate(ret) if r.retrievals for c in r.retrievals if c.skills
-             for s in c.skills]
-    rec_ix = [k for k, _ in items]
-    sids = [s if s.__class__ is str else s.id for _, s in items]
-    scores = [_NAN if s.__class__ is str or s.score is None else s.score for _, s in items]
-    short = [(k, sid) for k, r in enumerate(ret) if r.retrieved for sid in r.retrieved]
-    if short:  # the 'retrieved' shorthand comes after a record's 'retrievals' (stable sort)
-        rec_ix += [k for k, _ in short]
-        sids += [sid for _, sid in short]
-        scores += [_NAN] * len(short)
-        order = np.argsort(np.array(rec_ix, dtype=np.int64), kind="stable").tolist()
-        rec_ix = [rec_ix[i] for i in order]
-        sids = [sids[i] for i in order]
-        scores = [scores[i] for i in order]
+    if checked:  # already deduplicated, in rank order, with the best score
+        has = [k for k, r in enumerate(en_recs) if r.got]
+        ret = [en_recs[k] for k in has]
+        rec_ix = [k for k, r in enumerate(ret) for _ in r.got]
+        sids = [sid for r in ret for sid in r.got]
+        scores = [v for r in ret for v in r.got.values()]
+    else:
+        has = [k for k, r in enumerate(en_recs) if r.retrievals or r.retrieved]
+        ret = [en_recs[k] for k in has]
+        items = [(k, s) for k, r in enumerate(ret) if r.retrievals for call in r.retrievals if call.skills
+                 for s in call.skills]
+        rec_ix = [k for k, _ in items]
+        sids = [s if s.__class__ is str else s.id for _, s in items]
+        scores = [_NAN if s.__class__ is str or s.score is None else s.score for _, s in items]
+        short = [(k, sid) for k, r in enumerate(ret) if r.retrieved for sid in r.retrieved]
+        if short:  # the 'retrieved' shorthand comes after a record's 'retrievals' (stable sort)
+            rec_ix += [k for k, _ in short]
+            sids += [sid for _, sid in short]
+            scores += [_NAN] * len(short)
+            order = np.argsort(np.array(rec_ix, dtype=np.int64), kind="stable").tolist()
+            rec_ix = [rec_ix[i] for i in order]
+            sids = [sids[i] for i in order]
+            scores = [scores[i] for i in order]
     if not sids:
         return
     skills = st.skills
-    col = np.array([skills[sid] for sid in sids], dtype=np.int64)  # interned in first-seen order
+    col = np.fromiter(map(skills.__getitem__, sids), np.int64, len(sids))  # first-seen order
     rec = np.array(rec_ix, dtype=np.int64)
     score = np.array(scores, dtype=np.float64)
     key = rec * len(skills) + col
@@ -551,29 +441,27 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int, file_ix: int) -> Non
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
     first = o[starts]  # flat position of each group's first appearance
     # a skill seen twice keeps its first score unless a later one is higher; a missing first
-    # score stays missing (the comparison with nan is false), as in _fast_retrieved
+    # score stays missing (a comparison with nan is false)
     best = np.maximum.reduceat(np.where(np.isnan(score[o]), -np.inf, score[o]), starts)
     gscore = np.where(np.isnan(score[first]), np.nan, best)
     go = np.argsort(first, kind="stable")
     gpos = first[go]
     grec = rec[gpos]
     bounds = np.flatnonzero(np.r_[True, grec[1:] != grec[:-1]])
-    size = np.diff(np.r_[bounds, grec.size])
-    rank = np.arange(grec.size) - np.repeat(bounds, size) + 1
-    ret_slot = es[np.array(has, dtype=np.int64)]
-    st.rows.frombytes(ret_slot[grec].astype(np.int32).tobytes())
-    st.cols.frombytes(col[gpos].astype(np.int32).tobytes())
-    st.rk.frombytes(rank.astype(np.float32).tobytes())
-    st.sc.frombytes(gscore[go].astype(np.float32).tobytes())
+    rank = np.arange(grec.size) - np.repeat(bounds, np.diff(np.r_[bounds, grec.size])) + 1
+    ret_local = en_ix[np.array(has, dtype=np.int64)]  # block positions of the records in `ret`
+    st.ret["rec"].append(base + ret_local[grec])
+    st.ret["col"].append(col[gpos].astype(np.int32))
+    st.ret["rk"].append(rank.astype(np.float32))
+    st.ret["sc"].append(gscore[go].astype(np.float32))
     if st.adherence:
         code = st.code
-        # each record's deduplicated ids in rank order: a contiguous run of (grec, gpos)
-        gids = [sids[i] for i in gpos.tolist()]
+        gids = [sids[i] for i in gpos.tolist()]  # each record's ids in rank order, contiguous
         lo = np.r_[bounds, grec.size].tolist()
         for j, k in enumerate(grec[bounds].tolist()):
             a = ret[k].answer
             if a.__class__ is str and a:
-                adh[ret_slot[k]] = code.adhered(a, gids[lo[j]:lo[j + 1]])
+                adh[ret_local[k]] = code.adhered(a, gids[lo[j]:lo[j + 1]])
 
 
 def _valid_utf8(chunk: bytes) -> bool:
@@ -610,7 +498,7 @@ def _feed_block(st: _State, chunk: bytes, lineno: int, file_ix: int) -> None:
             error = exc
             break
         linenos.append(ln)
-    _ingest(st, batch, linenos, file_ix)  # earlier duplicates are reported before a later bad line
+    _ingest_block(st, batch, linenos, file_ix)  # earlier duplicates are reported before a later bad line
     if error is not None:
         raise error
 
@@ -710,40 +598,19 @@ def _work_units(paths: list[str], jobs: int) -> list[tuple[str, int, int, int | 
     return units
 
 
-# ---------------------------------------------------------------- parts: one state as arrays
+# ---------------------------------------------------------------- parts: records as arrays
 def _part(st: _State, error: str | None = None) -> dict[str, Any]:
-    """The state as numpy arrays and vocabularies (picklable; what a --jobs worker returns)."""
-    n = len(st.slots)
-    used = np.fromiter(st.slots.values(), np.int64, n)  # increasing: first-seen order
-    models, benches, tasks = _Interner(), _Interner(), _Interner()
-    if n:
-        km, kb, kt, ke = zip(*st.slots, strict=True)  # the key columns, in slot order
-    else:
-        km = kb = kt = ke = ()
-    m = np.fromiter(map(models.__getitem__, km), np.int32, n)
-    b = np.fromiter(map(benches.__getitem__, kb), np.int32, n)
-    t = np.fromiter(map(tasks.__getitem__, kt), np.int32, n)
-    e = np.fromiter(ke, np.int64, n)
-    del km, kb, kt, ke
-
-    def at(buf: Any, dtype: Any) -> np.ndarray:
-        return np.frombuffer(buf, dtype=dtype)[used] if n else np.zeros(0, dtype)
-
-    def coo(a: array, dtype: Any) -> np.ndarray:
-        return np.frombuffer(a, dtype=dtype).copy() if len(a) else np.zeros(0, dtype)
-
-    rows = coo(st.rows, np.int32)
-    return {
-        "models": models.vocab(), "benchmarks": benches.vocab(), "tasks": tasks.vocab(),
-        "skills": st.skills.vocab(), "m": m, "b": b, "t": t, "e": e,
-        "seen": at(st.seen, np.uint8), "y_pos": at(st.y_pos, np.uint8), "y_neg": at(st.y_neg, np.uint8),
-        "invoked": at(st.invoked, np.uint8), "adh": at(st.adh, np.int8),
-        "src": (at(st.src[0], np.int32), at(st.src[1], np.int32)),
-        "line": (at(st.line[0], np.int64), at(st.line[1], np.int64)),
-        "rows": np.searchsorted(used, rows).astype(np.int32), "cols": coo(st.cols, np.int32),
-        "rk": coo(st.rk, np.float32), "sc": coo(st.sc, np.float32),
-        "names": dict(st.names), "error": error,
+    """The state as per-record arrays and vocabularies (picklable; what a --jobs worker returns)."""
+    dtypes = {"m": np.int32, "b": np.int32, "t": np.int32, "e": np.int64, "en": bool, "ok": bool,
+              "err": bool, "inv": bool, "adh": np.int8, "file": np.int32, "line": np.int64}
+    out: dict[str, Any] = {
+        k: np.concatenate(v) if v else np.zeros(0, dtypes[k]) for k, v in st.chunks.items()
     }
+    rdt = {"rec": np.int64, "col": np.int32, "rk": np.float32, "sc": np.float32}
+    out.update({f"r_{k}": np.concatenate(v) if v else np.zeros(0, rdt[k]) for k, v in st.ret.items()})
+    out.update(models=st.models.vocab(), benchmarks=st.benches.vocab(), tasks=st.tasks.vocab(),
+               skills=st.skills.vocab(), names=dict(st.names), error=error)
+    return out
 
 
 def _parse_one(args: tuple[str, int, int, int | None, _CodeLines, bool]) -> dict[str, Any]:
@@ -761,90 +628,113 @@ def _remap(vocab: _Interner, names: tuple[str, ...]) -> np.ndarray:
     return np.fromiter(map(vocab.__getitem__, names), np.int64, len(names))
 
 
-def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One part from per-file parts, exactly as if the files had been read one after another."""
-    models, benches, tasks, skills = _Interner(), _Interner(), _Interner(), _Interner()
-    cols_m, cols_b, cols_t, cols_s = [], [], [], []
-    for p in parts:  # vocabularies in first-seen order: file order, then order within the file
-        cols_m.append(_remap(models, p["models"])[p["m"]])
-        cols_b.append(_remap(benches, p["benchmarks"])[p["b"]])
-        cols_t.append(_remap(tasks, p["tasks"])[p["t"]])
-        cols_s.append(_remap(skills, p["skills"]))
-    M, B, T = np.concatenate(cols_m), np.concatenate(cols_b), np.concatenate(cols_t)
-    E = np.concatenate([p["e"] for p in parts])
-    ue, e_ix = np.unique(E, return_inverse=True)
-    sizes = [max(len(models), 1), max(len(benches), 1), max(len(tasks), 1), max(len(ue), 1)]
+def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One part from parts read in order: vocabularies merged in first-seen order, ids remapped."""
+    if len(parts) == 1:
+        return parts[0]
+    vocabs = {k: _Interner() for k in ("models", "benchmarks", "tasks", "skills")}
+    out: dict[str, Any] = {k: [] for k in (*_REC_FIELDS, "r_rec", "r_col", "r_rk", "r_sc")}
+    names: dict[int, str] = {}
+    base = 0
+    for p in parts:
+        for field_, vocab in (("m", "models"), ("b", "benchmarks"), ("t", "tasks")):
+            out[field_].append(_remap(vocabs[vocab], p[vocab])[p[field_]].astype(np.int32))
+        for field_ in ("e", "en", "ok", "err", "inv", "adh", "file", "line"):
+            out[field_].append(p[field_])
+        out["r_col"].append(_remap(vocabs["skills"], p["skills"])[p["r_col"]].astype(np.int32))
+        out["r_rec"].append(p["r_rec"] + base)
+        out["r_rk"].append(p["r_rk"])
+        out["r_sc"].append(p["r_sc"])
+        names.update(p["names"])
+        base += p["m"].size
+    merged = {k: np.concatenate(v) for k, v in out.items()}
+    merged.update({k: v.vocab() for k, v in vocabs.items()})
+    merged.update(names=names, error=None)
+    return merged
+
+
+def _first_error(parts: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """The parts a one-by-one reader would have read before its first error, and that error."""
+    for i, p in enumerate(parts):
+        if p["error"] is not None:
+            return parts[: i + 1], p["error"]
+    return parts, None
+
+
+def _slots(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Slot of each record (keys numbered in first-seen order) and each slot's first record."""
+    n = r["m"].size
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ue, e_ix = np.unique(r["e"], return_inverse=True)
+    sizes = [max(len(r["models"]), 1), max(len(r["benchmarks"]), 1), max(len(r["tasks"]), 1), max(ue.size, 1)]
     if float(np.prod(np.array(sizes, dtype=np.float64))) < 2**62:
-        combined = ((M * sizes[1] + B) * sizes[2] + T) * sizes[3] + e_ix.ravel()
-        _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+        key = ((r["m"].astype(np.int64) * sizes[1] + r["b"]) * sizes[2] + r["t"]) * sizes[3] + e_ix.ravel()
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     else:  # pragma: no cover - astronomically many distinct keys
-        _, first, inv = np.unique(np.stack([M, B, T, E], 1), axis=0, return_index=True, return_inverse=True)
+        _, first, inv = np.unique(np.stack([r["m"], r["b"], r["t"], e_ix.ravel()], 1), axis=0,
+                                  return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     slot_of = np.empty_like(order)
     slot_of[order] = np.arange(order.size)
-    gslot = slot_of[inv.ravel()]
-    n = order.size
-    key_rows = first[order]
-    out: dict[str, Any] = {
-        "models": models.vocab(), "benchmarks": benches.vocab(), "tasks": tasks.vocab(),
-        "skills": skills.vocab(),
-        "m": M[key_rows].astype(np.int32), "b": B[key_rows].astype(np.int32),
-        "t": T[key_rows].astype(np.int32), "e": E[key_rows],
-        "seen": np.zeros(n, np.uint8), "y_pos": np.zeros(n, np.uint8), "y_neg": np.zeros(n, np.uint8),
-        "invoked": np.zeros(n, np.uint8), "adh": np.full(n, ADHERENCE_UNKNOWN, np.int8),
-        "src": (np.full(n, -1, np.int32), np.full(n, -1, np.int32)),
-        "line": (np.zeros(n, np.int64), np.zeros(n, np.int64)),
-        "names": {}, "error": None,
+    return slot_of[inv.ravel()], first[order]
+
+
+def _duplicate(r: dict[str, Any], slot: np.ndarray) -> RunLogError | None:
+    """The error a one-by-one reader raises first: the earliest record whose key and condition repeat."""
+    cond_slot = slot * 2 + r["en"]
+    order = np.argsort(cond_slot, kind="stable")  # each (slot, condition) group in reading order
+    cs = cond_slot[order]
+    again = np.flatnonzero(cs[1:] == cs[:-1]) + 1
+    if again.size == 0:
+        return None
+    second = order[again]
+    j = int(again[np.argmin(second)])  # sorted position of the earliest repeat
+    k = int(order[j])
+    start = j
+    while start > 0 and cs[start - 1] == cs[j]:
+        start -= 1
+    f = int(order[start])
+    names = r["names"]
+    return RunLogError(
+        f"{names[int(r['file'][k])]}:{int(r['line'][k])}: duplicate "
+        f"{'enabled' if r['en'][k] else 'disabled'} record for model={r['models'][r['m'][k]]!r} "
+        f"benchmark={r['benchmarks'][r['b'][k]]!r} task_id={r['tasks'][r['t'][k]]!r} "
+        f"epoch={int(r['e'][k])} (first at {names[int(r['file'][f])]}:{int(r['line'][f])})"
+    )
+
+
+def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-slot arrays (what _paired reads) from the parts' records; raises the first error."""
+    parts, error = _first_error(parts)
+    r = _concat(parts)
+    slot, first = _slots(r)
+    n = first.size
+    dup = _duplicate(r, slot)
+    if dup is not None:  # a repeat before the bad line is what reading one by one meets first
+        raise dup
+    if error is not None:
+        raise RunLogError(error)
+    en = r["en"]
+    es, ds = slot[en], slot[~en]
+    seen = np.zeros(n, np.uint8)
+    seen[es] |= np.where(r["err"][en], 5, 1).astype(np.uint8)
+    seen[ds] |= np.where(r["err"][~en], 6, 2).astype(np.uint8)
+    y_pos, y_neg, invoked = np.zeros(n, np.uint8), np.zeros(n, np.uint8), np.zeros(n, np.uint8)
+    y_pos[es], y_neg[ds], invoked[es] = r["ok"][en], r["ok"][~en], r["inv"][en]
+    adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
+    adh[es] = r["adh"][en]
+    src = (np.full(n, -1, np.int32), np.full(n, -1, np.int32))
+    line = (np.zeros(n, np.int64), np.zeros(n, np.int64))
+    src[1][es], line[1][es] = r["file"][en], r["line"][en]
+    src[0][ds], line[0][ds] = r["file"][~en], r["line"][~en]
+    return {
+        "models": r["models"], "benchmarks": r["benchmarks"], "tasks": r["tasks"], "skills": r["skills"],
+        "m": r["m"][first], "b": r["b"][first], "t": r["t"][first], "e": r["e"][first],
+        "seen": seen, "y_pos": y_pos, "y_neg": y_neg, "invoked": invoked, "adh": adh,
+        "src": src, "line": line, "rows": slot[r["r_rec"]].astype(np.int32), "cols": r["r_col"],
+        "rk": r["r_rk"], "sc": r["r_sc"], "names": r["names"],
     }
-    seen = out["seen"]
-    rows, cols, rk, sc = [], [], [], []
-    start = 0
-    for p, smap in zip(parts, cols_s, strict=True):
-        k = p["seen"].size
-        g = gslot[start:start + k]
-        start += k
-        out["names"].update(p["names"])
-        ps = p["seen"]
-        # a key already seen for one condition in an earlier file: the first such line of this file
-        best = None
-        for cond, bit in ((ENABLED, 1), (DISABLED, 2)):
-            dup = np.flatnonzero((ps & bit) & (seen[g] & bit))
-            if dup.size:
-                j = int(dup[np.argmin(p["line"][cond][dup])])
-                if best is None or p["line"][cond][j] < p["line"][best[0]][best[1]]:
-                    best = (cond, j)
-        if best is not None:
-            cond, j = best
-            gs = int(g[j])
-            prev = f"{out['names'][int(out['src'][cond][gs])]}:{int(out['line'][cond][gs])}"
-            where = f"{out['names'][int(p['src'][cond][j])]}:{int(p['line'][cond][j])}"
-            raise RunLogError(
-                f"{where}: duplicate {'enabled' if cond else 'disabled'} record for "
-                f"model={p['models'][p['m'][j]]!r} benchmark={p['benchmarks'][p['b'][j]]!r} "
-                f"task_id={p['tasks'][p['t'][j]]!r} epoch={int(p['e'][j])} (first at {prev})"
-            )
-        if p["error"] is not None:
-            raise RunLogError(p["error"])
-        seen[g] |= ps
-        en = (ps & 1) != 0
-        ge = g[en]
-        out["y_pos"][ge] = p["y_pos"][en]
-        out["invoked"][ge] = p["invoked"][en]
-        out["adh"][ge] = p["adh"][en]
-        out["src"][1][ge] = p["src"][1][en]
-        out["line"][1][ge] = p["line"][1][en]
-        dis = (ps & 2) != 0
-        gd = g[dis]
-        out["y_neg"][gd] = p["y_neg"][dis]
-        out["src"][0][gd] = p["src"][0][dis]
-        out["line"][0][gd] = p["line"][0][dis]
-        rows.append(g[p["rows"]].astype(np.int32))
-        cols.append(smap[p["cols"]].astype(np.int32))
-        rk.append(p["rk"])
-        sc.append(p["sc"])
-    out["rows"], out["cols"] = np.concatenate(rows), np.concatenate(cols)
-    out["rk"], out["sc"] = np.concatenate(rk), np.concatenate(sc)
-    return out
 
 
 def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
@@ -942,11 +832,16 @@ def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence
 
         with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
             parts = list(pool.map(_parse_one, [(*u, code, adherence) for u in units]))
-        return _paired(_merge(parts), strict)
-    st = _State(code, adherence)
-    for ix, path in enumerate(paths):
-        _feed_file(st, path, ix)
-    return _paired(_part(st), strict)
+    else:
+        st = _State(code, adherence)
+        error = None
+        try:
+            for ix, path in enumerate(paths):
+                _feed_file(st, path, ix)
+        except RunLogError as exc:  # raised after the pairing check of the records before it
+            error = str(exc)
+        parts = [_part(st, error)]
+    return _paired(_pair(parts), strict)
 
 
 def read_text_records(text: str, name: str = "<string>") -> PairedRuns:
