@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import gc
 import gzip
-import io
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, is_not
@@ -229,14 +228,6 @@ def _retrieved_ids(rec: dict, where: str) -> tuple[bool, list[tuple[str, float]]
     inv = rec.get("invoked")
     invoked = _as_bool(inv, "invoked") if inv is not None else calls > 0
     return invoked, list(got.items())
-
-
-def _iter_lines(name: str, fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
-    for lineno, line in enumerate(fh, 1):
-        if b"\0" in line:
-            raise RunLogError(f"{name}:{lineno}: binary data, not a JSON Lines text file")
-        if line.strip():
-            yield lineno, line
 
 
 # ---------------------------------------------------------------- reading: fast and exact paths
@@ -472,13 +463,17 @@ def _valid_utf8(chunk: bytes) -> bool:
     return True
 
 
-def _feed_block(st: _State, chunk: bytes, lineno: int, file_ix: int) -> None:
+def _fits_fast_path(lines: list[bytes]) -> bool:
+    """No NUL byte and valid UTF-8 everywhere (msgspec skips fields it does not build unchecked)."""
+    if any(b"\0" in line for line in lines):
+        return False
+    return all(map(bytes.isascii, lines)) or all(_valid_utf8(line) for line in lines if not line.isascii())
+
+
+def _feed_block(st: _State, lines: list[bytes], lineno: int, file_ix: int) -> None:
     """Records of a block of whole lines starting at line `lineno`: fast path, else exact path."""
-    if _decode is not None and b"\0" not in chunk and (chunk.isascii() or _valid_utf8(chunk)):
-        lines = chunk.split(b"\n")
-        if not lines[-1]:
-            lines.pop()
-        try:  # one value per line, or DecodeError
+    if _decode is not None and _fits_fast_path(lines):
+        try:  # one value per line, or DecodeError (a blank line too)
             recs = list(map(_decode if st.adherence else _decode_core, lines))
         except _DecodeError:
             pass
@@ -489,7 +484,7 @@ def _feed_block(st: _State, chunk: bytes, lineno: int, file_ix: int) -> None:
     batch: list[_Checked] = []
     linenos: list[int] = []
     error = None
-    for ln, line in enumerate(io.BytesIO(chunk), lineno):
+    for ln, line in enumerate(lines, lineno):
         if b"\0" not in line and not line.strip():
             continue
         try:
@@ -544,25 +539,20 @@ def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | 
             lineno = _count_lines(fh, begin) + 1
             fh.seek(begin)
             left = end - begin if end >= 0 else -1
-        rest = b""
         while True:
-            block = fh.read(_BLOCK if left < 0 else min(_BLOCK, left))
-            if left > 0:
-                left -= len(block)
-            if block:
-                buf = rest + block if rest else block
-                cut = buf.rfind(b"\n") + 1
-                if not cut:
-                    rest = buf
-                    continue
-                chunk, rest = buf[:cut], buf[cut:]
-            elif rest:
-                chunk, rest = rest, b""
-            else:
+            lines = fh.readlines(_BLOCK)  # whole lines (the last one may lack its newline)
+            if not lines:
                 break
-            _feed_block(st, chunk, lineno, file_ix)
-            lineno += chunk.count(b"\n")
-            if left == 0 and not rest:
+            if left >= 0:  # a range ends at a line start: keep the lines before it
+                sizes = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)))
+                keep = int(np.searchsorted(sizes, left, side="right"))
+                if keep < len(lines):
+                    lines = lines[:keep]
+                left -= int(sizes[keep - 1]) if keep else 0
+            if lines:
+                _feed_block(st, lines, lineno, file_ix)
+                lineno += len(lines)
+            if left == 0:
                 break
     except OSError as exc:
         raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
@@ -855,5 +845,3 @@ def read_text_records(text: str, name: str = "<string>") -> PairedRuns:
     finally:
         Path(fh.name).unlink()
 
-
-_ = io  # re-exported for type checkers of callers that pass BytesIO
