@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from .embed import Embeddings, embed_library
@@ -108,18 +109,25 @@ def ctfidf_labels(texts: Sequence[str], labels: Sequence[int], n_terms: int = 3)
     try:
         counts = CountVectorizer(stop_words=stop, token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]{2,}\b",
                                  lowercase=True)
-        m = counts.fit_transform(docs).toarray().astype(np.float64)
+        m = counts.fit_transform(docs)
     except ValueError:  # no usable words at all
         return {k: "" for k in ids}
     vocab = counts.get_feature_names_out()
-    tf = m / np.maximum(m.sum(axis=1, keepdims=True), 1.0)
+    # sparse throughout: clusters x vocabulary is mostly zeros (hundreds of clusters of a large
+    # library would make dense copies of hundreds of MB); element values are those of the dense form
+    m = sp.csr_matrix(m, dtype=np.float64)
+    row_words = np.maximum(np.asarray(m.sum(axis=1)).ravel(), 1.0)
     avg_words = m.sum() / len(ids)
-    idf = np.log1p(avg_words / np.maximum(m.sum(axis=0), 1.0))
-    w = tf * idf
+    idf = np.log1p(avg_words / np.maximum(np.asarray(m.sum(axis=0)).ravel(), 1.0))
+    w = m.copy()  # tf * idf, element by element as the dense arrays compute it
+    w.data = w.data / np.repeat(row_words, np.diff(w.indptr)) * idf[w.indices]
     out = {}
     for row, k in enumerate(ids):
-        order = np.lexsort((vocab, -w[row]))  # weight desc, then alphabetical for ties
-        out[k] = ", ".join(vocab[j] for j in order[:n_terms] if w[row, j] > 0)
+        cols = w.indices[w.indptr[row]:w.indptr[row + 1]]
+        vals = w.data[w.indptr[row]:w.indptr[row + 1]]
+        cols, vals = cols[vals > 0], vals[vals > 0]
+        order = np.lexsort((vocab[cols], -vals))  # weight desc, then alphabetical for ties
+        out[k] = ", ".join(vocab[cols[j]] for j in order[:n_terms])
     return out
 
 
@@ -131,12 +139,12 @@ def near_duplicate_pairs(keys: Sequence[str], vectors: np.ndarray,
         return []
     v = np.asarray(vectors, dtype=np.float64)
     sim = v @ v.T
-    i, j = np.triu_indices(len(keys), 1)
-    hit = sim[i, j] >= threshold
+    # the upper triangle's hits only: no index arrays over all n^2 / 2 pairs
+    i, j = np.nonzero(np.triu(sim >= threshold, k=1))
     pairs = []
-    for a, b, s in zip(i[hit], j[hit], sim[i, j][hit], strict=True):
+    for a, b, s in zip(i.tolist(), j.tolist(), sim[i, j].tolist(), strict=True):
         x, y = sorted((keys[a], keys[b]))
-        pairs.append((x, y, round(float(min(s, 1.0)), 4)))
+        pairs.append((x, y, round(min(s, 1.0), 4)))
     pairs.sort(key=lambda p: (-p[2], p[0], p[1]))
     return pairs
 
@@ -188,22 +196,43 @@ class Cluster:
         return asdict(self)
 
 
+class PairIndex:
+    """The pairs retrieving each skill, column-compressed once: the pooled counts of many clusters
+    then cost what their members were retrieved, not a pass over every pair per cluster."""
+
+    def __init__(self, runs: Any) -> None:
+        self.col = {s: i for i, s in enumerate(runs.skills)}
+        self.csc = sp.csc_matrix(runs.ranks)
+        self.flip = np.asarray(runs.flip)
+
+    def pooled(self, members: Sequence[str]) -> tuple[int, int, int]:
+        """(n, b, c) over the distinct pairs retrieving any of `members` (unknown ids are ignored)."""
+        cols = [self.col[m] for m in members if m in self.col]
+        if not cols:
+            return 0, 0, 0
+        ptr, idx = self.csc.indptr, self.csc.indices
+        rows = np.concatenate([idx[ptr[c]:ptr[c + 1]] for c in cols])
+        if rows.size * 16 < self.flip.size:  # few pairs: sorting them beats a pass over all pairs
+            rows = np.unique(rows)
+        else:
+            hit = np.zeros(self.flip.size, dtype=bool)
+            hit[rows] = True
+            rows = np.flatnonzero(hit)
+        f = self.flip[rows]
+        return int(rows.size), int((f > 0).sum()), int((f < 0).sum())
+
+
 def _pooled(runs: Any, members: Sequence[str]) -> tuple[int, int, int]:
     """(n, b, c) over the distinct pairs retrieving any of `members` (unknown ids are ignored)."""
-    col = {s: i for i, s in enumerate(runs.skills)}
-    cols = [col[m] for m in members if m in col]
-    if not cols:
-        return 0, 0, 0
-    mask = np.asarray(runs.ranks[:, cols].getnnz(axis=1) > 0).ravel()
-    f = runs.flip[mask]
-    return int(mask.sum()), int((f > 0).sum()), int((f < 0).sum())
+    return (runs if isinstance(runs, PairIndex) else PairIndex(runs)).pooled(members)
 
 
 def score_cluster(cluster_id: int, members: Sequence[str], label: str,
                   stats: Mapping[str, Any], runs: Any = None,
                   alpha: float = DEFAULT_ALPHA) -> Cluster:
     """Score one cluster from per-skill rows (`stats[skill_id]` with n_retrieved, b, c, net,
-    share; dicts or objects) and, when given, the pairs themselves (`runs`: .flip, .ranks, .skills).
+    share; dicts or objects) and, when given, the pairs themselves (`runs`: .flip, .ranks, .skills,
+    or a `PairIndex` of them, which scoring many clusters should build once).
 
     Without `runs` the pooled counts are sums of the members' counts, which count a pair once per
     member that it retrieved (an approximation that overstates the evidence of co-retrieved
@@ -211,6 +240,8 @@ def score_cluster(cluster_id: int, members: Sequence[str], label: str,
     """
     members = list(members)
     rows = {m: stats.get(m) for m in members}
+    if runs is not None and not isinstance(runs, PairIndex):
+        runs = PairIndex(runs)
 
     def pooled(ms: Sequence[str]) -> tuple[int, int, int]:
         if runs is not None:
@@ -315,10 +346,12 @@ def cluster_library(
     labels = est.labels_ if est is not None else np.zeros(0, np.int64)
     names = ctfidf_labels([s.text for s in skills], labels)
     stats = stats or {}
-    clusters = []
-    for k in sorted(set(labels.tolist())):
-        members = sorted(emb.keys[i] for i in np.flatnonzero(labels == k))
-        clusters.append(score_cluster(k, members, names.get(k, ""), stats, runs, alpha))
+    index = PairIndex(runs) if runs is not None else None
+    by_label: dict[int, list[str]] = {}
+    for key, lab in zip(emb.keys, labels.tolist(), strict=True):
+        by_label.setdefault(lab, []).append(key)
+    clusters = [score_cluster(k, sorted(by_label[k]), names.get(k, ""), stats, index, alpha)
+                for k in sorted(by_label)]
     clusters.sort(key=lambda c: (not c.harmful, c.share, c.net, c.id))
     return ClusterReport(
         embedder=emb.embedder, model_id=emb.model_id, clusters=clusters,

@@ -28,6 +28,7 @@ import math
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,12 @@ class PruneResult:
 
 
 # ---------------------------------------------------------------- power calculation
+@lru_cache(maxsize=64)
+def _normal_quantile(q: float) -> float:
+    """Standard normal quantile; cached, as every skill's power calculation asks for the same two."""
+    return float(_st.norm.ppf(q))
+
+
 def mcnemar_sample_size(delta: float, psi: float, alpha: float = 0.05, power: float = 0.80) -> int:
     """Pairs needed for a two-sided McNemar test to detect a flip-rate effect `delta` (Connor 1987).
 
@@ -136,8 +143,8 @@ def mcnemar_sample_size(delta: float, psi: float, alpha: float = 0.05, power: fl
     if delta <= 0:
         raise ValueError("delta must be non-zero")
     psi = min(1.0, max(psi, delta))
-    za = _st.norm.ppf(1 - alpha / 2)
-    zb = _st.norm.ppf(power)
+    za = _normal_quantile(1 - alpha / 2)
+    zb = _normal_quantile(power)
     n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
     return math.ceil(n)
 

@@ -184,3 +184,138 @@ def test_communities_stored_by_skill_graph_match_a_fresh_louvain_run():
     g = skill_graph(runs, near_duplicates=[("a", "x", 0.9)], seed=0)
     assert communities_of(g) == communities(co_retrieval_graph(runs), seed=0)
     assert sorted(communities_of(g)) == [["a", "b", "c"], ["x", "y"]]  # z is never retrieved
+
+
+# ---------------------------------------------------------------- at scale: counts instead of loops
+def _random_runs(n_tasks: int = 1500, n_skills: int = 24, seed: int = 0):
+    """Pairs retrieving 0-5 of `n_skills` skills; s0 + s1 together mostly harm (planted interference)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    popularity = 1 / (np.arange(n_skills) + 3.0)
+    recs = []
+    for t in range(n_tasks):
+        k = int(rng.integers(0, 6))
+        got = sorted({f"s{int(x)}" for x in rng.choice(n_skills, size=k, p=popularity / popularity.sum())})
+        if {"s0", "s1"} <= set(got) and rng.random() < 0.5:
+            yp, yn = False, True
+        else:
+            yp, yn = bool(rng.random() < 0.6), bool(rng.random() < 0.55)
+        recs += pair(f"t{t}", yp, yn, retrieved=got or None)
+    return load(recs)
+
+
+def _reference_interference(runs, min_joint=5, min_alone=5, max_p=None):
+    """The definition, one skill pair at a time on the pairs themselves (scipy's Mann-Whitney)."""
+    import numpy as np
+    import scipy.sparse as sp
+    from scipy.stats import mannwhitneyu
+
+    a = runs.ranks.copy().tocsc()
+    a.data[:] = 1
+    f = np.asarray(runs.flip, dtype=np.int64)
+    co = sp.triu(a.T @ a, k=1).tocoo()
+    out = []
+    for i, j, w in zip(co.row, co.col, co.data, strict=True):
+        ai, aj = a[:, i].toarray().ravel() > 0, a[:, j].toarray().ravel() > 0
+        joint, i_only, j_only = ai & aj, ai & ~aj, aj & ~ai
+        ni, nj = int(i_only.sum()), int(j_only.sum())
+        if w < min_joint or ni < min_alone or nj < min_alone:
+            continue
+        r_joint, ri, rj = f[joint].sum() / w, f[i_only].sum() / ni, f[j_only].sum() / nj
+        if r_joint < ri and r_joint < rj:
+            alone = f[i_only | j_only]
+            both = np.concatenate([f[joint], alone])
+            p = 1.0 if np.ptp(both) == 0 else float(mannwhitneyu(f[joint], alone, alternative="less").pvalue)
+            if max_p is None or p <= max_p:
+                out.append(((runs.skills[i], runs.skills[j]), int(w), int(f[joint].sum()), ni, nj, p))
+    return sorted(out, key=lambda x: x[-1])
+
+
+def test_count_based_mann_whitney_equals_scipy():
+    """Mann-Whitney p-values from value counts equal scipy's on the samples, including no-tie and huge cases."""
+    import numpy as np
+    from scipy.stats import mannwhitneyu
+
+    from skillaudit.graph import mwu_less_from_counts
+
+    rng = np.random.default_rng(1)
+    xs = rng.integers(0, 40, size=(300, 3))
+    ys = rng.integers(0, 400, size=(300, 3))
+    xs[:20, 0] = 0  # samples missing a value
+    ys[20:40, 2] = 0
+    xs = np.vstack([xs, [[1, 0, 0], [0, 1, 0], [0, 0, 1]]])  # one flip each, no ties: scipy's exact path
+    ys = np.vstack([ys, [[0, 1, 1], [1, 0, 1], [1, 1, 0]]])
+    xs = np.vstack([xs, [[70_000, 80_000, 60_000]]])  # beyond the exact-float range
+    ys = np.vstack([ys, [[1, 2, 3]]])
+    got = mwu_less_from_counts(xs, ys)
+    values = np.array([-1, 0, 1])
+    want = [mannwhitneyu(np.repeat(values, x), np.repeat(values, y), alternative="less").pvalue
+            for x, y in zip(xs, ys, strict=True)]
+    assert got.tolist() == [float(p) for p in want]
+
+
+def test_vectorised_interference_equals_the_pair_by_pair_definition():
+    """Every candidate pair, its counts and its p-value match a per-pair scipy computation exactly."""
+    runs = _random_runs()
+    got = interference(runs, max_p=None)
+    want = _reference_interference(runs)
+    assert len(got) == len(want) > 20
+    assert sorted((x.skills, x.n_joint, x.net_joint, x.n_a_only, x.n_b_only, x.p_value) for x in got) == \
+        sorted(want)
+    assert ("s0", "s1") in {tuple(sorted(x.skills)) for x in interference(runs)}
+    ps = [x.p_value for x in got]
+    assert ps == sorted(ps)
+
+
+def test_count_communities_equal_louvain_on_the_whole_graph():
+    """Communities from counts (backbone built from sparse counts) equal communities() on the networkx graph."""
+    from skillaudit.graph import co_retrieval_counts, count_communities
+
+    runs = _random_runs(n_skills=40, seed=3)
+    counts = co_retrieval_counts(runs)
+    g = co_retrieval_graph(runs)
+    assert g.number_of_edges() == counts.n_edges > 100
+    for max_edges in (50, 120, 10_000):
+        for seed in (0, 7):
+            assert count_communities(counts, seed=seed, max_edges=max_edges) == \
+                communities(g, seed=seed, max_edges=max_edges)
+
+
+def test_bounded_skill_graph_keeps_the_backbone_and_flagged_pairs():
+    """With max_edges, skill_graph exports the backbone plus every interfering pair, with the same nodes and communities."""
+    from skillaudit.graph import backbone, co_retrieval_counts, top_co_retrieved
+
+    runs = _random_runs(n_skills=40, seed=3)
+    counts = co_retrieval_counts(runs)
+    inter = interference(runs, max_p=None)
+    full = skill_graph(runs, interfering=inter, near_duplicates=[("s3", "s9", 0.9)])
+    small = skill_graph(runs, interfering=inter, near_duplicates=[("s3", "s9", 0.9)], max_edges=60, counts=counts)
+    assert list(small.nodes(data=True)) == list(full.nodes(data=True))
+    assert small.graph["co_retrieval_edges"] == full.number_of_edges() - (0 if full.edges["s3", "s9"]["weight"] else 1)
+    bb = backbone(co_retrieval_graph(runs).subgraph([n for n in full if full.degree(n)]), 60)
+    expect = {frozenset(e) for e in bb.edges} | {frozenset(x.skills) for x in inter} | {frozenset(("s3", "s9"))}
+    assert {frozenset(e) for e in small.edges} == expect
+    for u, v, d in small.edges(data=True):
+        assert d == full.edges[u, v]
+    top = top_co_retrieved(counts, 5)
+    edges = sorted((-d["weight"], *sorted((u, v))) for u, v, d in co_retrieval_graph(runs).edges(data=True))
+    assert [(-t["weight"], *t["skills"]) for t in top] == edges[:5]
+
+
+def test_graphml_lines_equal_networkx_output():
+    """graphml_lines writes exactly what networkx's generate_graphml writes, odd characters included."""
+    from skillaudit.graph import graphml_lines
+
+    g = _annotated_graph()
+    assert list(graphml_lines(g)) == list(nx.generate_graphml(g))
+    odd = nx.Graph(note="graph <level> & data")
+    odd.add_node('é & "q" <x>\t\n', text="ünï\ncode", flag=True, empty="")
+    odd.add_node("bare")
+    odd.add_edge("bare", 'é & "q" <x>\t\n', weight=2, label="a\x0bb\u2028c", score=0.5)
+    odd.add_edge("bare", "other")
+    assert list(graphml_lines(odd)) == list(nx.generate_graphml(odd))
+    bad = nx.Graph()
+    bad.add_node("a", value=None)
+    with pytest.raises(nx.NetworkXError):
+        list(graphml_lines(bad))

@@ -190,3 +190,41 @@ def test_audit_without_library(tmp_path, write_jsonl):
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "No skill library was given" in html
     assert not (out / "figures" / "embedding_map.png").exists()
+
+
+def test_large_graph_sections_are_bounded(tmp_path, write_jsonl, monkeypatch):
+    """A co-retrieval graph over the export cap is exported as its backbone, interference is cut, and notes say so."""
+    import networkx as nx
+    import numpy as np
+
+    from skillaudit.graph import co_retrieval_graph, interference
+    from skillaudit.report import build as build_mod
+    from skillaudit.runs import load_runs
+
+    rng = np.random.default_rng(5)
+    recs = []
+    for i in range(1500):
+        got = sorted({f"s{int(x)}" for x in rng.choice(20, size=int(rng.integers(1, 5)))})
+        harm = {"s0", "s1"} <= set(got) and rng.random() < 0.6
+        recs += pair(f"t{i}", not harm and rng.random() < 0.6, harm or rng.random() < 0.55, retrieved=got)
+    runs = write_jsonl(recs)
+    paired = load_runs([str(runs)])
+    full = co_retrieval_graph(paired)
+    n_inter = len(interference(paired))
+    assert n_inter >= 2
+    monkeypatch.setattr(build_mod, "MAX_GRAPH_EDGES", 40)
+    monkeypatch.setattr(build_mod, "MAX_INTERFERENCE", 1)
+    result = build_audit([str(runs)], None, n_boot=100, regression_boot=0)
+    graph = result.graph
+    assert graph["co_retrieval_edges"] == full.number_of_edges() > graph["export_co_retrieval_edges"]
+    assert graph["interference_total"] == n_inter and len(graph["interference"]) == 1
+    assert any("backbone" in n for n in result.notes) and any("do worse together" in n for n in result.notes)
+    out = tmp_path / "r"
+    write_report(result, out, inputs=[runs])
+    exported = nx.read_graphml(out / "skill_graph.graphml")
+    assert exported.number_of_edges() == graph["export_co_retrieval_edges"]
+    assert set(exported.nodes) == set(full.nodes)
+    assert exported.graph["co_retrieval_edges"] == full.number_of_edges()
+    assert all(full.edges[u, v]["weight"] == d["weight"] for u, v, d in exported.edges(data=True))
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "keeps their backbone" in md and f"Showing 1 of {n_inter} pairs" in md

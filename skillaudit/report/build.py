@@ -272,6 +272,11 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None) ->
 #: lists longer than this inside audit.json are cut (the full lists are a command away)
 MAX_EVIDENCE_LIST = 25
 MAX_NEAR_DUPLICATES = 5000
+MAX_INTERFERENCE = 200
+#: skill_graph.graphml keeps only the backbone of a co-retrieval graph with more edges than this
+#: (the graph the communities are found on): a large library co-retrieved at random has
+#: hundreds of thousands of edges, which no graph viewer shows usefully
+MAX_GRAPH_EDGES = 20_000
 
 
 def _compact_recommendations(doc: dict[str, Any]) -> dict[str, Any]:
@@ -309,39 +314,56 @@ def _map_coordinates(emb: Any) -> list[dict[str, Any]]:
 
 
 def _graph_section(runs: Any, rows: dict[str, Any], library: Any, near_dups: list, cluster_rep: Any,
-                   seed: int) -> tuple[dict[str, Any], Any]:
+                   seed: int) -> tuple[dict[str, Any], Any, list[str]]:
+    """The `graph` section, the (bounded) graph to export and notes on what was cut.
+
+    Everything is computed from sparse co-retrieval counts: the whole graph (hundreds of thousands
+    of edges for a large library) is never built. The export keeps the backbone the communities
+    were found on, the interfering pairs and the near-duplicate pairs audit.json keeps.
+    """
     from ..graph import (
+        co_retrieval_counts,
         communities_of,
         community_summary,
         interference,
         merge_groups,
         skill_graph,
+        top_co_retrieved,
     )
 
-    inter = interference(runs)
+    counts = co_retrieval_counts(runs)
+    inter = interference(runs, counts=counts)
     cluster_of = cluster_rep.cluster_of() if cluster_rep is not None else None
     harmful_ids = [c.id for c in cluster_rep.clusters if c.harmful] if cluster_rep is not None else []
-    g = skill_graph(runs, rows, library, near_duplicates=near_dups, cluster_of=cluster_of,
-                    harmful_clusters=harmful_ids, seed=seed, interfering=inter)
-    co_edges = [(a, b, d) for a, b, d in g.edges(data=True) if d.get("weight", 0) > 0]
-    co_edges.sort(key=lambda e: (-e[2]["weight"], e[0], e[1]))
+    g = skill_graph(runs, rows, library, near_duplicates=near_dups[:MAX_NEAR_DUPLICATES],
+                    cluster_of=cluster_of, harmful_clusters=harmful_ids, seed=seed, interfering=inter,
+                    max_edges=MAX_GRAPH_EDGES, counts=counts)
     # skill_graph already ran Louvain on the co-retrieval graph; reuse its partition
-    comms = community_summary(g, communities_of(g))
+    comms = community_summary(g, communities_of(g), counts)
+    exported = sum(1 for *_, w in g.edges(data="weight", default=0) if w > 0)
     section = {
-        "nodes": g.number_of_nodes(),
-        "co_retrieval_edges": len(co_edges),
-        "near_duplicate_edges": sum(1 for *_, d in g.edges(data=True) if d.get("near_duplicate")),
-        "top_co_retrieved": [
-            {"skills": [a, b], "weight": int(d["weight"]), "b": int(d.get("b", 0)),
-             "c": int(d.get("c", 0)), "net": int(d.get("net", 0))}
-            for a, b, d in co_edges[:20]
-        ],
+        "nodes": len(set(g) | {n for a, b, _ in near_dups for n in (a, b)}),
+        "co_retrieval_edges": counts.n_edges,
+        "near_duplicate_edges": len({frozenset((a, b)) for a, b, _ in near_dups}),
+        "top_co_retrieved": top_co_retrieved(counts, 20),
         "communities": comms,
-        "interference": [x.to_dict() for x in inter],
+        "interference": [x.to_dict() for x in inter[:MAX_INTERFERENCE]],
+        "interference_total": len(inter),
         "merge_groups": merge_groups(near_dups),
         "export": "skill_graph.graphml",
+        "export_co_retrieval_edges": exported,
     }
-    return section, g
+    notes = []
+    if exported < counts.n_edges:
+        notes.append(f"The co-retrieval graph has {counts.n_edges:,} edges: skill_graph.graphml keeps its "
+                     f"backbone ({exported:,} edges: each skill's {g.graph['backbone_per_skill']} "
+                     "strongest co-retrievals, the graph the communities were found on, plus the "
+                     "interfering pairs); `skillaudit graph` exports every edge.")
+    if len(inter) > MAX_INTERFERENCE:
+        notes.append(f"{len(inter):,} skill pairs do worse together: audit.json keeps the "
+                     f"{MAX_INTERFERENCE:,} with the strongest evidence (`skillaudit clusters --json` "
+                     "lists them all).")
+    return section, g, notes
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -421,8 +443,9 @@ def build_audit(
         clusters_doc["near_duplicates_total"] = len(near_dups)
         if len(near_dups) > MAX_NEAR_DUPLICATES:
             clusters_doc["near_duplicates"] = clusters_doc["near_duplicates"][:MAX_NEAR_DUPLICATES]
-            notes.append(f"{len(near_dups):,} near-duplicate pairs: audit.json keeps the "
-                         f"{MAX_NEAR_DUPLICATES:,} most similar (all are in skill_graph.graphml).")
+            notes.append(f"{len(near_dups):,} near-duplicate pairs: audit.json and skill_graph.graphml keep "
+                         f"the {MAX_NEAR_DUPLICATES:,} most similar (`skillaudit clusters --json` lists "
+                         "them all).")
     elif library is None:
         notes.append("No skill library was given (--skills): no clusters, near-duplicates or skill texts.")
 
@@ -431,10 +454,12 @@ def build_audit(
                       harmful_clusters=harmful_groups)
 
     say("co-retrieval graph")
-    graph_doc, graph_obj = _graph_section(runs, rows, library, near_dups, cluster_rep, seed)
+    graph_doc, graph_obj, graph_notes = _graph_section(runs, rows, library, near_dups, cluster_rep, seed)
+    notes.extend(graph_notes)
     if clusters_doc is not None:
         clusters_doc["communities"] = graph_doc["communities"]
         clusters_doc["interference"] = graph_doc["interference"]
+        clusters_doc["interference_total"] = graph_doc["interference_total"]
 
     settings = {
         "embedder": embedder,

@@ -135,8 +135,13 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "n_multi_clusters": len(multi),
         "near_duplicates": near[:MAX_NEAR_DUPLICATES],
         "n_near_duplicates": (clusters or {}).get("near_duplicates_total", len(near)),
+        "n_near_duplicates_kept": len(near),
         "projected": proj,
         "graph": graph,
+        # reports written before the export was bounded lack these keys
+        "graph_backbone": graph.get("export_co_retrieval_edges", graph.get("co_retrieval_edges", 0))
+        < graph.get("co_retrieval_edges", 0),
+        "n_interference": graph.get("interference_total", len(graph.get("interference") or [])),
         "figures": {f["name"]: f for f in figures},
         "figure_list": figures,
         "inputs": doc["inputs"],

@@ -106,9 +106,9 @@ def write_report(result: AuditResult, out_dir: str | Path, *, inputs: Sequence[s
         (tmp / "report.html").write_text(render_html(doc, pngs), encoding="utf-8")
         graph = result.extras.get("graph")
         if graph is not None:
-            import networkx as nx
+            from ..graph import graphml_lines
 
-            (tmp / "skill_graph.graphml").write_text("\n".join(nx.generate_graphml(graph)) + "\n",
+            (tmp / "skill_graph.graphml").write_text("\n".join(graphml_lines(graph)) + "\n",
                                                      encoding="utf-8")
     files = [f for f in REPORT_FILES if (out / f).exists()] + [f"figures/{n}" for n in pngs]
     return {"out": str(out), "files": files, "report": str(out / "report.html")}
