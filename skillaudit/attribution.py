@@ -279,16 +279,32 @@ def _ridge_cg(Z: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray | N
 
 
 def _null_space_of(Z: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
-    """Null-space basis of Z (g x k), given that only `cols` can be nonzero in a null vector."""
+    """Null-space basis of Z (g x k), given that only `cols` can be nonzero in a null vector.
+
+    Columns that never share a row are independent blocks of Z[:, cols], so the null space is the
+    direct sum of the blocks' null spaces: many small factorisations instead of one large one.
+    """
+    from scipy.sparse.csgraph import connected_components
+
     g = Z.shape[1]
-    null = np.zeros((g, 0))
-    if cols.size:
-        sub = Z[:, cols]
-        part = _null_space((sub.T @ sub).toarray())
+    if cols.size == 0:
+        return np.zeros((g, 0))
+    sub = Z[:, cols].tocsc()
+    gram = (sub.T @ sub).tocsr()
+    n_comp, label = connected_components(gram, directed=False)
+    blocks = []
+    order = np.argsort(label, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(label, minlength=n_comp))]
+    for comp in range(n_comp):
+        members = order[bounds[comp]:bounds[comp + 1]]
+        if members.size < 2:  # one non-empty column alone is never a combination of nothing
+            continue
+        part = _null_space(gram[members][:, members].toarray())
         if part.shape[1]:
-            null = np.zeros((g, part.shape[1]))
-            null[cols] = part
-    return null
+            full = np.zeros((g, part.shape[1]))
+            full[cols[members]] = part
+            blocks.append(full)
+    return np.hstack(blocks) if blocks else np.zeros((g, 0))
 
 
 def _null_space(gram: np.ndarray) -> np.ndarray:

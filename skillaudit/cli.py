@@ -97,7 +97,9 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def emit_json(doc: dict[str, Any]) -> None:
     """Print one JSON document (NaN becomes null) on stdout."""
-    click.echo(json.dumps(jsonable(doc), indent=2, allow_nan=False))
+    import orjson  # ten times json.dumps on a 2,000-skill ranking
+
+    click.echo(orjson.dumps(jsonable(doc), option=orjson.OPT_INDENT_2).decode())
 
 
 def warn(message: str) -> None:

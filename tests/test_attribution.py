@@ -289,3 +289,17 @@ def test_rank_check_looks_only_at_skills_never_retrieved_alone():
     fit = SkillEffectRegression(n_boot=0).fit(X, y)
     assert not fit.identifiable_[:3].any() and fit.identifiable_[3:].all()
     assert set(fit.aliases_[2]) == {0, 1} and set(fit.aliases_[0]) == {1, 2}
+
+
+def test_rank_check_finds_dependencies_in_separate_blocks():
+    """Two unrelated sum-of-two dependencies, each in its own block of never-alone skills, are both found."""
+    p = 40
+    rows = [[j] for j in range(8, p)]
+    rows += [[0, 2], [1, 2]] * 4 + [[3, 5], [4, 5]] * 4  # col2 = col0 + col1, col5 = col3 + col4
+    rows += [[6, 8], [6, 9], [7, 6], [7, 10]]  # 6 and 7 are never alone but independent
+    X = sp.csr_matrix((np.ones(sum(map(len, rows))),
+                       (np.repeat(np.arange(len(rows)), [len(r) for r in rows]), np.concatenate(rows))),
+                      shape=(len(rows), p))
+    fit = SkillEffectRegression(n_boot=0).fit(X, np.zeros(len(rows)))
+    assert fit.identifiable_.tolist() == [False] * 6 + [True] * (p - 6)
+    assert set(fit.aliases_[5]) == {3, 4} and set(fit.aliases_[0]) == {1, 2}
