@@ -15,6 +15,7 @@ Figures, not assertions; results are also appended to bench/out/results.jsonl.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -72,7 +73,7 @@ def tree_pss_mb(pid: int) -> float:
 def measure(cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
     """Run `cmd`; wall seconds, CPU seconds, peak memory (MB) and exit status.
 
-    Peak memory is the larger of the child's peak RSS (wait4) and the peak, sampled every 20 ms,
+    Peak memory is the larger of the child's peak RSS (wait4) and the peak, sampled every 100 ms,
     of the summed PSS of the child and its worker processes: wait4 reports the largest single
     process of a tree, which would hide the workers of a parallel parse.
     """
@@ -92,7 +93,7 @@ def measure(cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
             _, status, rusage = os.wait4(proc.pid, 0)
             status = -9
             break
-        time.sleep(0.02)
+        time.sleep(0.1)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace")[-400:] if proc.stderr else ""
     proc.returncode = 0  # reaped by wait4
@@ -170,7 +171,31 @@ def main() -> int:
             if args.audit_bootstrap is not None:
                 cmd += ["--bootstrap", str(args.audit_bootstrap)]
             record(n, "audit --embedder tfidf", measure(cmd, args.timeout))
+    marginal(rows)
     return 0
+
+
+def marginal(rows: list[dict]) -> None:
+    """Cost of each extra pair between consecutive sizes: flat means the command grows linearly.
+
+    Wall time per pair falls with size because start-up (interpreter, imports, the 2,000-skill
+    library) is paid once; the marginal figure removes it.
+    """
+    steps: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["exit"] == 0 and r["step"] != "pandas reference":
+            steps.setdefault(r["step"], []).append(r)
+    lines = []
+    for step, rs in steps.items():
+        rs = sorted(rs, key=lambda r: r["pairs"])
+        parts = [f"{a['pairs'] // 1000}k->{b['pairs'] // 1000}k "
+                 f"{1e6 * (b['wall_s'] - a['wall_s']) / (b['pairs'] - a['pairs']):.1f}"
+                 for a, b in itertools.pairwise(rs)]
+        if parts:
+            lines.append(f"  {step:<26}" + ", ".join(parts) + " us/pair")
+    if lines:
+        print("marginal wall time per extra pair:")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
