@@ -221,6 +221,15 @@ def test_humaneval_check_passes_and_fails():
     assert not scorer.score(task, fence(bad))[0].correct
 
 
+def test_humaneval_answer_that_exits_early_does_not_pass():
+    """A wrong answer that ends the program with status 0 before check() runs is scored as failed."""
+    task = {t.task_id: t for t in load_tasks("humaneval")}["HumanEval/0"]
+    scorer = Scorer(FAST)
+    for answer in ("    return False\nimport sys; sys.exit(0)\n", "    return False\nimport os; os._exit(0)\n"):
+        score = scorer.score(task, answer)[0]
+        assert not score.correct and score.reason == "exited before check() finished", answer
+
+
 # ---- extraction and math -----------------------------------------------------------------------
 def test_extract_code_keeps_definitions_and_repairs_truncation():
     """Definitions and imports are kept from all blocks; a block cut off mid-line is parsed up to it."""

