@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -91,6 +92,39 @@ def test_candidate_printing_and_asserting_does_not_matter(mbpp):
     tasks, scorer = mbpp
     code = CORRECT_CODE["Mbpp/2"] + "print(similar_elements((1,), (2,)))\nassert False\n"
     assert scorer.score(tasks["Mbpp/2"], fence(code))[0].correct
+
+
+def test_outputs_cross_the_sandbox_as_tagged_json():
+    """Tuples, sets, dicts, complex, bytes, NaN and big ints come back as themselves; unknown types equal nothing."""
+    from skillaudit.harness.score import _decode_output, _output_matches
+
+    doc = json.loads(json.dumps(
+        [{"t": [1, {"s": ["a", {"t": [2, 3]}]}]}, {"d": [[{"t": [1, 2]}, [1.5, None]]]}, {"c": [1.0, -2.0]},
+         {"b": "00ff"}, float("nan"), 10**30, {"fs": [True]}, {"r": "Decimal"}]))
+    got = _decode_output(doc)
+    assert got[:4] == [(1, {"a", (2, 3)}), {(1, 2): [1.5, None]}, complex(1, -2), b"\x00\xff"]
+    assert got[4] != got[4] and got[5] == 10**30 and got[6] == frozenset({True})
+    assert got[7] != got[7] and not _output_matches("f", got[7], 0, 0, False)
+    assert _output_matches("f", [1.0, 2.0000001], [1.0, 2.0], 0, False)
+    assert not _output_matches("f", (1, 2), [1, 2], 0, False)
+
+
+def test_forged_verdicts_and_expected_outputs_are_out_of_reach(mbpp):
+    """An answer cannot pass by printing the runner's marker, exiting early or reading the payload."""
+    tasks, scorer = mbpp
+    forgeries = [
+        # print the runner's own success line, then leave before any output is recorded
+        "import __main__, os\n\ndef is_not_prime(n):\n"
+        "    __main__.report({'ok': True, 'passed': {'base': 9, 'plus': 9}})\n    os._exit(0)\n",
+        # return the expected outputs, if the sandbox was given them
+        "import pickle\n\ndef is_not_prime(n, _seen=[]):\n"
+        "    p = pickle.load(open('payload.pkl', 'rb'))\n"
+        "    exp = p['expected']['base'] + p['expected']['plus']\n"
+        "    _seen.append(n)\n    return exp[len(_seen) - 1][1]\n",
+    ]
+    for code in forgeries:
+        score, _ = scorer.score(tasks["Mbpp/3"], fence(code))
+        assert not score.correct, (code, score.reason)
 
 
 # ---- hostile code --------------------------------------------------------------------------------

@@ -8,6 +8,12 @@ candidate runs), stdout/stderr capped by RLIMIT_FSIZE, a private network namespa
 when the kernel allows it (plus an audit hook that refuses sockets and subprocesses either way), and,
 when running as root, privileges dropped to `nobody` so that the code can write only its own folder.
 It contains accidents and hostile-but-simple code; it is not a VM.
+
+Verdicts are decided outside the sandbox: an MBPP+ answer only records its outputs (tagged JSON,
+never unpickled) and the parent compares them with the canonical outputs, which the sandboxed code
+never sees; a HumanEval answer passes only if `check()` returned, proven by a file whose random
+name the answer cannot see. Without root there is no separate user, so code that deliberately
+reads the benchmark files on disk could still cheat; use root (or a container) for untrusted models.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import os
 import pickle
 import re
@@ -247,48 +254,43 @@ _sa_sys.addaudithook(_sa_hook)
 del _sa_hook
 '''
 
-# Runs a solution on inputs. mode "oracle" pickles the outputs; mode "check" compares them with the
-# expected outputs and prints one marked JSON line.
-RUNNER = GUARD + r'''
-import copy, io, json, math, pickle, sys
+# Runs a solution on inputs and records each output (or the exception's name). Mode "oracle" (the
+# trusted canonical solution) pickles them; mode "outputs" (a model's answer) writes them as tagged
+# JSON to a file, and the parent compares them with the expected outputs - the sandboxed code never
+# sees the expected outputs and nothing it prints or writes is unpickled or trusted as a verdict.
+RUNNER = GUARD + r"""
+import copy, io, json, pickle, sys
 MARK = sys.argv[1]
+OUT_NAME = sys.argv[2] if len(sys.argv) > 2 else "outputs.json"
 del sys.argv[1:]
 with open("payload.pkl", "rb") as fh:
     P = pickle.load(fh)
 
-def is_floats(x):
-    if isinstance(x, float):
-        return True
-    if isinstance(x, (list, tuple)) and x:
-        return all(isinstance(i, float) for i in x)
-    return False
-
-def flat(x):
-    if isinstance(x, (list, tuple)):
-        out = []
-        for i in x:
-            out.extend(flat(i))
-        return out
-    return [x]
-
-def allclose(out, exp, atol):
-    a, b = flat(out), flat(exp)
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
-            if x != y:
-                return False
-            continue
-        if math.isnan(x) and math.isnan(y):
-            continue
-        if not abs(x - y) <= atol + 1e-7 * abs(y):
-            return False
-    return True
-
 def report(obj):
     sys.__stdout__.write("\n" + MARK + json.dumps(obj) + "\n")
     sys.__stdout__.flush()
+
+def enc(x, depth=0):
+    t = type(x)
+    if x is None or t is bool or t is str or t is float:
+        return x
+    if t is int:
+        return x if -10**4000 < x < 10**4000 else {"r": "int"}
+    if depth > 100:
+        return {"r": "too deep"}
+    if t is list:
+        return [enc(v, depth + 1) for v in x]
+    if t is tuple:
+        return {"t": [enc(v, depth + 1) for v in x]}
+    if t is set or t is frozenset:
+        return {"s" if t is set else "fs": [enc(v, depth + 1) for v in x]}
+    if t is dict:
+        return {"d": [[enc(k, depth + 1), enc(v, depth + 1)] for k, v in x.items()]}
+    if t is complex:
+        return {"c": [x.real, x.imag]}
+    if t is bytes:
+        return {"b": x.hex()}
+    return {"r": t.__name__}
 
 ns = {"__name__": "__solution__"}
 sink = io.StringIO()
@@ -301,65 +303,125 @@ except BaseException as exc:
     report({"ok": False, "stage": "load", "error": type(exc).__name__ + ": " + str(exc)[:300]})
     raise SystemExit(0)
 
-if P["mode"] == "oracle":
-    results = {}
-    for group, inputs in P["inputs"].items():
-        outs = []
-        for inp in inputs:
-            try:
-                out = fn(*copy.deepcopy(inp))
-                if P.get("not_none"):
-                    out = out is not None
-                outs.append(("ok", out))
-            except BaseException as exc:
-                outs.append(("error", type(exc).__name__))
-            sink.seek(0); sink.truncate()
-        results[group] = outs
-    sys.stdout = sys.__stdout__
-    with open("oracle.pkl", "wb") as fh:
-        pickle.dump(results, fh)
-    report({"ok": True})
-    raise SystemExit(0)
-
-entry, atol0 = P["entry_point"], P["atol"]
-counts = {}
+results = {}
 for group, inputs in P["inputs"].items():
-    expected = P["expected"][group]
-    n = 0
-    for i, (inp, (status, exp)) in enumerate(zip(inputs, expected)):
-        if status != "ok":
-            continue  # the canonical solution itself fails here: not a test
+    outs = []
+    for inp in inputs:
         try:
             out = fn(*copy.deepcopy(inp))
+            if P.get("not_none"):
+                out = out is not None
+            outs.append(("ok", out))
         except BaseException as exc:
-            sys.stdout = sys.__stdout__
-            report({"ok": False, "stage": group, "index": i, "error": type(exc).__name__ + ": " + str(exc)[:200]})
-            raise SystemExit(0)
+            outs.append(("error", type(exc).__name__ + ": " + str(exc)[:200]))
         sink.seek(0); sink.truncate()
-        if entry == "are_equivalent":
-            exact = True
-        elif entry == "sum_div":
-            exact = out == exp or out == 0
-        elif P.get("not_none"):
-            exact = exp == (out is not None)
-        else:
-            try:
-                exact = bool(out == exp)
-            except BaseException:
-                exact = False
-        atol = atol0
-        if atol == 0 and is_floats(exp):
-            atol = 1e-6
-        good = exact or (atol != 0 and allclose(out, exp, atol))
-        if not good:
-            sys.stdout = sys.__stdout__
-            report({"ok": False, "stage": group, "index": i, "error": "wrong output: " + repr(out)[:150]})
-            raise SystemExit(0)
-        n += 1
-    counts[group] = n
+    results[group] = outs
 sys.stdout = sys.__stdout__
-report({"ok": True, "passed": counts})
-'''
+if P["mode"] == "oracle":
+    with open("oracle.pkl", "wb") as fh:
+        pickle.dump(results, fh)
+else:
+    doc = {g: [[st, enc(v) if st == "ok" else v] for st, v in outs] for g, outs in results.items()}
+    with open(OUT_NAME, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+report({"ok": True})
+"""
+
+
+class _Opaque:
+    """An output of a type the sandbox does not transmit: equal to nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+def _decode_output(x: Any, depth: int = 0) -> Any:
+    """Rebuild an output from the sandbox's tagged JSON (lists, tuples, sets, dicts, complex, bytes)."""
+    if depth > 120:
+        raise ValueError("output nested too deeply")
+    if isinstance(x, list):
+        return [_decode_output(v, depth + 1) for v in x]
+    if not isinstance(x, dict):
+        return x
+    (tag, val), = x.items()
+    if tag == "t":
+        return tuple(_decode_output(v, depth + 1) for v in val)
+    if tag in ("s", "fs"):
+        items = [_decode_output(v, depth + 1) for v in val]
+        try:
+            return set(items) if tag == "s" else frozenset(items)
+        except TypeError:
+            return _Opaque("unhashable set")
+    if tag == "d":
+        try:
+            return {_decode_output(k, depth + 1): _decode_output(v, depth + 1) for k, v in val}
+        except TypeError:
+            return _Opaque("unhashable dict")
+    if tag == "c":
+        return complex(val[0], val[1])
+    if tag == "b":
+        return bytes.fromhex(val)
+    return _Opaque(str(val))
+
+
+def _is_floats(x: Any) -> bool:
+    if isinstance(x, float):
+        return True
+    if isinstance(x, (list, tuple)) and x:
+        return all(isinstance(i, float) for i in x)
+    return False
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, (list, tuple)):
+        out: list[Any] = []
+        for i in x:
+            out.extend(_flat(i))
+        return out
+    return [x]
+
+
+def _allclose(out: Any, exp: Any, atol: float) -> bool:
+    a, b = _flat(out), _flat(exp)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+            if x != y:
+                return False
+            continue
+        if math.isnan(x) and math.isnan(y):
+            continue
+        if not abs(x - y) <= atol + 1e-7 * abs(y):
+            return False
+    return True
+
+
+def _output_matches(entry: str, out: Any, exp: Any, atol: float, not_none: bool) -> bool:
+    """EvalPlus's MBPP+ comparison: exact, then element-wise tolerance for float outputs."""
+    if entry == "are_equivalent":
+        return True
+    if entry == "sum_div":
+        exact = out == exp or out == 0
+    elif not_none:
+        exact = exp == out  # both already reduced to "is not None"
+    else:
+        try:
+            exact = bool(out == exp)
+        except Exception:
+            exact = False
+    if atol == 0 and _is_floats(exp):
+        atol = 1e-6
+    return bool(exact) or (atol != 0 and _allclose(out, exp, atol))
+
 
 MBPP_NOT_NONE = ("check_str", "text_match_three", "text_starta_endb")
 
@@ -491,25 +553,45 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
         "plus": mbpp_deserialize_inputs(task.task_id, task.data["plus_input"]),
     }
     expected = oracles.get(task, inputs)
-    payload = {"mode": "check", "code": code, "entry_point": entry, "inputs": inputs,
-               "expected": expected, "atol": task.data["atol"], "not_none": entry in MBPP_NOT_NONE}
-    return _check(payload, limits), code
-
-
-def _check(payload: dict[str, Any], limits: Limits) -> Score:
+    not_none = entry in MBPP_NOT_NONE
+    payload = {"mode": "outputs", "code": code, "entry_point": entry, "inputs": inputs, "not_none": not_none}
     mark = "@@" + secrets.token_hex(8) + "@@"
-    res, _ = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits, args=(mark,))
-    verdict = _marked(res, mark)
+    name = f"outputs-{secrets.token_hex(8)}.json"
+    res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits, args=(mark, name),
+                            collect=(name,))
     if res.timed_out:
-        return Score(False, f"timeout after {res.duration_s:.1f}s")
-    if verdict is None:
-        return Score(False, _failure_reason(res, "solution"))
-    if verdict.get("ok"):
-        return Score(True, "passed", {"passed": verdict.get("passed")})
-    where = verdict.get("stage")
-    idx = verdict.get("index")
-    label = f"{where} test {idx}" if idx is not None else where
-    return Score(False, f"failed {label}: {verdict.get('error')}")
+        return Score(False, f"timeout after {res.duration_s:.1f}s"), code
+    verdict = _marked(res, mark)
+    if verdict is not None and not verdict.get("ok"):
+        return Score(False, f"failed {verdict.get('stage')}: {verdict.get('error')}"), code
+    if verdict is None or name not in files:
+        return Score(False, _failure_reason(res, "solution")), code
+    try:
+        got = json.loads(files[name])
+        outputs = {g: [(st, _decode_output(v) if st == "ok" else v) for st, v in got[g]] for g in inputs}
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return Score(False, "unreadable outputs"), code
+    return _compare(entry, outputs, expected, task.data["atol"], not_none), code
+
+
+def _compare(entry: str, outputs: dict[str, list[Any]], expected: dict[str, list[Any]], atol: float,
+             not_none: bool) -> Score:
+    """Correct when every test whose canonical run succeeded gives a matching output."""
+    passed = {}
+    for group, exp_list in expected.items():
+        outs = outputs.get(group, [])
+        n = 0
+        for i, (status, exp) in enumerate(exp_list):
+            if status != "ok":
+                continue  # the canonical solution itself fails here: not a test
+            st, out = outs[i] if i < len(outs) else ("error", "no output")
+            if st != "ok":
+                return Score(False, f"failed {group} test {i}: {out}")
+            if not _output_matches(entry, out, exp, atol, not_none):
+                return Score(False, f"failed {group} test {i}: wrong output: {repr(out)[:150]}")
+            n += 1
+        passed[group] = n
+    return Score(True, "passed", {"passed": passed})
 
 
 def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[Score, str]:
