@@ -465,9 +465,8 @@ def _valid_utf8(chunk: bytes) -> bool:
 
 def _fits_fast_path(lines: list[bytes]) -> bool:
     """No NUL byte and valid UTF-8 everywhere (msgspec skips fields it does not build unchecked)."""
-    if any(b"\0" in line for line in lines):
-        return False
-    return all(map(bytes.isascii, lines)) or all(_valid_utf8(line) for line in lines if not line.isascii())
+    blob = b"".join(lines)  # one C scan of a copy beats a Python test per line
+    return b"\0" not in blob and (blob.isascii() or _valid_utf8(blob))
 
 
 def _feed_block(st: _State, lines: list[bytes], lineno: int, file_ix: int) -> None:
