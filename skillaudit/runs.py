@@ -816,12 +816,8 @@ def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence
     if jobs <= 0:
         jobs = _auto_jobs(paths)
     units = _work_units(paths, jobs) if jobs > 1 and "-" not in paths else []
-    if len(units) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
-            parts = list(pool.map(_parse_one, [(*u, code, adherence) for u in units]))
-    else:
+    parts = _parse_parallel(units, jobs, code, adherence) if len(units) > 1 else None
+    if parts is None:
         st = _State(code, adherence)
         error = None
         try:
@@ -831,6 +827,19 @@ def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence
             error = str(exc)
         parts = [_part(st, error)]
     return _paired(_pair(parts), strict)
+
+
+def _parse_parallel(units: list[tuple[str, int, int, int | None]], jobs: int, code: _CodeLines,
+                    adherence: bool) -> list[dict[str, Any]] | None:
+    """Parts of the units from worker processes; None when workers cannot run (read in-process)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
+            return list(pool.map(_parse_one, [(*u, code, adherence) for u in units]))
+    except (BrokenProcessPool, OSError):  # a worker was killed, or no process could start
+        return None
 
 
 def read_text_records(text: str, name: str = "<string>") -> PairedRuns:

@@ -142,3 +142,22 @@ def test_auto_jobs_stays_in_process_for_small_logs(three_files):
 
     assert _auto_jobs(three_files) == 1
     assert_same(load_runs(three_files, jobs=0), load_runs(three_files, jobs=1))
+
+
+def test_workers_that_cannot_run_fall_back_to_reading_in_process(three_files, monkeypatch):
+    """When the worker pool breaks, the logs are read in-process with the same result."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    import skillaudit.runs as runs_mod
+
+    tried = []
+
+    class Broken:
+        def __init__(self, *a, **k):
+            tried.append(1)
+            raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", Broken)
+    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
+    assert_same(load_runs(three_files, jobs=1), load_runs(three_files, jobs=2))
+    assert tried == [1]
