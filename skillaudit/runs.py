@@ -2,7 +2,8 @@
 
 The result is held in arrays, not per-record objects: one row per pair in numpy vectors and a
 scipy.sparse pair x skill matrix whose values are the 1-based rank of the skill in the pair's
-deduplicated retrieved set.
+deduplicated retrieved set. While reading, records are kept as per-record numpy columns (ids into
+small vocabularies), and pairing is done once, with numpy, when every file has been read.
 """
 
 from __future__ import annotations
