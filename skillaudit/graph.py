@@ -353,7 +353,6 @@ def mwu_less_from_counts(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     its exact method (no ties) or where the tie terms are not exact floats are computed by scipy.
     """
     from scipy import special
-    from scipy.stats import mannwhitneyu
 
     x = np.asarray(x, dtype=np.int64).reshape(-1, 3)
     y = np.asarray(y, dtype=np.int64).reshape(-1, 3)
@@ -373,8 +372,11 @@ def mwu_less_from_counts(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         s = np.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
         z = ((u2 - n1 * n2 / 2) - 0.5) / s
     p = np.clip(special.ndtr(-z), 0.0, 1.0)
+    exact = np.flatnonzero((t.max(axis=1) <= 1) | (n >= _COUNT_MWU_MAX_N))
+    if exact.size:  # scipy.stats costs ~1 s to import: only when some test needs it
+        from scipy.stats import mannwhitneyu
     values = np.array([-1.0, 0.0, 1.0])
-    for r in np.flatnonzero((t.max(axis=1) <= 1) | (n >= _COUNT_MWU_MAX_N)).tolist():
+    for r in exact.tolist():
         p[r] = mannwhitneyu(np.repeat(values, x[r]), np.repeat(values, y[r]), alternative="less").pvalue
     return p
 

@@ -28,12 +28,13 @@ import math
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
+from scipy import (
+    special as _sp,  # norm.ppf / norm.sf are ndtri / ndtr; scipy.stats costs ~1 s to import
+)
 
 from ._io import atomic_directory, is_within
 from .attribution import AttributionResult, SkillAttribution, indicator
@@ -128,12 +129,6 @@ class PruneResult:
 
 
 # ---------------------------------------------------------------- power calculation
-@lru_cache(maxsize=64)
-def _normal_quantile(q: float) -> float:
-    """Standard normal quantile; cached, as every skill's power calculation asks for the same two."""
-    return float(_st.norm.ppf(q))
-
-
 def mcnemar_sample_size(delta: float, psi: float, alpha: float = 0.05, power: float = 0.80) -> int:
     """Pairs needed for a two-sided McNemar test to detect a flip-rate effect `delta` (Connor 1987).
 
@@ -143,8 +138,8 @@ def mcnemar_sample_size(delta: float, psi: float, alpha: float = 0.05, power: fl
     if delta <= 0:
         raise ValueError("delta must be non-zero")
     psi = min(1.0, max(psi, delta))
-    za = _normal_quantile(1 - alpha / 2)
-    zb = _normal_quantile(power)
+    za = float(_sp.ndtri(1 - alpha / 2))
+    zb = float(_sp.ndtri(power))
     n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
     return math.ceil(n)
 
@@ -282,7 +277,7 @@ def recommend(
         base = (clean_d - b_j - c_j + 1) / (clean_n - n_j + 2)
         mixed_counts[sid] = (n_j, b_j, c_j)
         z = (b_j + c_j - n_j * base) / math.sqrt(phi * n_j * base * (1 - base))
-        p_mixed.append((sid, float(_st.norm.sf(z))))
+        p_mixed.append((sid, float(_sp.ndtr(-z))))
     q_mixed = dict(zip([s for s, _ in p_mixed],
                        bh_qvalues(np.array([p for _, p in p_mixed], dtype=float)), strict=True))
     def is_mixed(sid: str) -> bool:
