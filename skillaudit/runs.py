@@ -343,15 +343,19 @@ class _State:
         self.code = code
         self.adherence = adherence  # False: answers are not read (adhered stays unknown, -1)
         self.models, self.benches, self.tasks, self.skills = _Interner(), _Interner(), _Interner(), _Interner()
-        self.chunks: dict[str, list[np.ndarray]] = {k: [] for k in _REC_FIELDS}
-        self.ret: dict[str, list[np.ndarray]] = {k: [] for k in ("rec", "col", "rk", "sc")}
+        self.chunks: dict[str, list[np.ndarray]] = {k: [] for k in _REC_DTYPES}
+        self.ret: dict[str, list[np.ndarray]] = {k: [] for k in _RET_DTYPES}
         self.n = 0  # records so far
         self.names: dict[int, str] = {}
 
 
 # per-record columns: model, benchmark, task (vocabulary ids), epoch, condition (1 enabled),
-# correct, error record, invoked, adhered (-1 unknown), file index and line number
-_REC_FIELDS = ("m", "b", "t", "e", "en", "ok", "err", "inv", "adh", "file", "line")
+# correct, error record, invoked, adhered (-1 unknown), file index and line number; and the
+# retrieved skills, one row each: record, skill (vocabulary id), rank, score
+_REC_DTYPES = {"m": np.int32, "b": np.int32, "t": np.int32, "e": np.int64, "en": bool, "ok": bool,
+               "err": bool, "inv": bool, "adh": np.int8, "file": np.int32, "line": np.int64}
+_RET_DTYPES = {"rec": np.int64, "col": np.int32, "rk": np.float32, "sc": np.float32}
+_VOCAB_OF = {"m": "models", "b": "benchmarks", "t": "tasks"}  # id columns and their vocabularies
 _MODEL, _BENCH, _TASK, _EPOCH = (attrgetter(a) for a in ("model", "benchmark", "task_id", "epoch"))
 _COND, _CORRECT, _ERROR = attrgetter("condition"), attrgetter("correct"), attrgetter("error")
 
@@ -564,18 +568,27 @@ def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | 
 _MIN_UNIT = 8 << 20  # below this many bytes per worker, a process costs more than it saves
 
 
-def _work_units(paths: list[str], jobs: int) -> list[tuple[str, int, int, int | None]]:
+def _file_sizes(paths: list[str]) -> list[int]:
+    """Size of each regular file (0 for standard input and for what cannot be read: the reader reports it)."""
+    import stat
+
+    sizes = []
+    for p in paths:
+        try:
+            st = Path(p).stat() if p != "-" else None
+        except OSError:
+            st = None
+        sizes.append(st.st_size if st is not None and stat.S_ISREG(st.st_mode) else 0)
+    return sizes
+
+
+def _work_units(paths: list[str], sizes: list[int], jobs: int) -> list[tuple[str, int, int, int | None]]:
     """(path, file index, start, stop) units of about equal size for `jobs` workers, in file order.
 
     Plain files larger than a share are cut into byte ranges at line starts (each worker finds
     them); gzip files and standard input are one unit each.
     """
-    sizes = []
-    for p in paths:
-        try:
-            sizes.append(0 if p == "-" or p.endswith(".gz") else Path(p).stat().st_size)
-        except OSError:
-            sizes.append(0)  # reported by the worker that opens it
+    sizes = [0 if p.endswith(".gz") else size for p, size in zip(paths, sizes, strict=True)]
     share = max(sum(sizes) // max(jobs, 1), _MIN_UNIT)
     units: list[tuple[str, int, int, int | None]] = []
     for ix, (p, size) in enumerate(zip(paths, sizes, strict=True)):
@@ -591,13 +604,10 @@ def _work_units(paths: list[str], jobs: int) -> list[tuple[str, int, int, int | 
 # ---------------------------------------------------------------- parts: records as arrays
 def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     """The state as per-record arrays and vocabularies (picklable; what a --jobs worker returns)."""
-    dtypes = {"m": np.int32, "b": np.int32, "t": np.int32, "e": np.int64, "en": bool, "ok": bool,
-              "err": bool, "inv": bool, "adh": np.int8, "file": np.int32, "line": np.int64}
     out: dict[str, Any] = {
-        k: np.concatenate(v) if v else np.zeros(0, dtypes[k]) for k, v in st.chunks.items()
+        k: np.concatenate(v) if v else np.zeros(0, _REC_DTYPES[k]) for k, v in st.chunks.items()
     }
-    rdt = {"rec": np.int64, "col": np.int32, "rk": np.float32, "sc": np.float32}
-    out.update({f"r_{k}": np.concatenate(v) if v else np.zeros(0, rdt[k]) for k, v in st.ret.items()})
+    out.update({f"r_{k}": np.concatenate(v) if v else np.zeros(0, _RET_DTYPES[k]) for k, v in st.ret.items()})
     out.update(models=st.models.vocab(), benchmarks=st.benches.vocab(), tasks=st.tasks.vocab(),
                skills=st.skills.vocab(), names=dict(st.names), error=error)
     return out
@@ -623,14 +633,14 @@ def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
     if len(parts) == 1:
         return parts[0]
     vocabs = {k: _Interner() for k in ("models", "benchmarks", "tasks", "skills")}
-    out: dict[str, Any] = {k: [] for k in (*_REC_FIELDS, "r_rec", "r_col", "r_rk", "r_sc")}
+    out: dict[str, Any] = {k: [] for k in (*_REC_DTYPES, *(f"r_{k}" for k in _RET_DTYPES))}
     names: dict[int, str] = {}
     base = 0
     for p in parts:
-        for field_, vocab in (("m", "models"), ("b", "benchmarks"), ("t", "tasks")):
-            out[field_].append(_remap(vocabs[vocab], p[vocab])[p[field_]].astype(np.int32))
-        for field_ in ("e", "en", "ok", "err", "inv", "adh", "file", "line"):
-            out[field_].append(p[field_])
+        for field_ in _REC_DTYPES:
+            vocab = _VOCAB_OF.get(field_)
+            out[field_].append(p[field_] if vocab is None else
+                               _remap(vocabs[vocab], p[vocab])[p[field_]].astype(np.int32))
         out["r_col"].append(_remap(vocabs["skills"], p["skills"])[p["r_col"]].astype(np.int32))
         out["r_rec"].append(p["r_rec"] + base)
         out["r_rk"].append(p["r_rk"])
@@ -798,7 +808,7 @@ def load_runs(
             gc.enable()
 
 
-def _auto_jobs(paths: list[str]) -> int:
+def _auto_jobs(sizes: list[int]) -> int:
     """Workers for `jobs=0`: one per available core, when the input is large enough to pay for them."""
     import os
 
@@ -806,17 +816,14 @@ def _auto_jobs(paths: list[str]) -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
-    total = 0
-    for p in paths:
-        if p != "-" and Path(p).is_file():
-            total += Path(p).stat().st_size
-    return max(1, min(cores, total // _MIN_UNIT))
+    return max(1, min(cores, sum(sizes) // _MIN_UNIT))
 
 
 def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence: bool) -> PairedRuns:
+    sizes = _file_sizes(paths)
     if jobs <= 0:
-        jobs = _auto_jobs(paths)
-    units = _work_units(paths, jobs) if jobs > 1 and "-" not in paths else []
+        jobs = _auto_jobs(sizes)
+    units = _work_units(paths, sizes, jobs) if jobs > 1 and "-" not in paths else []
     parts = _parse_parallel(units, jobs, code, adherence) if len(units) > 1 else None
     if parts is None:
         st = _State(code, adherence)
@@ -824,7 +831,7 @@ def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence
         try:
             for ix, path in enumerate(paths):
                 _feed_file(st, path, ix)
-        except RunLogError as exc:  # raised after the pairing check of the records before it
+        except RunLogError as exc:  # _pair reports a duplicate before it first, as reading one by one would
             error = str(exc)
         parts = [_part(st, error)]
     return _paired(_pair(parts), strict)

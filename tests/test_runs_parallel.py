@@ -107,7 +107,7 @@ def test_byte_ranges_of_one_file_equal_one_reader(one_big_file, monkeypatch):
     import skillaudit.runs as runs_mod
 
     monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
-    units = runs_mod._work_units([one_big_file], 3)
+    units = runs_mod._work_units([one_big_file], runs_mod._file_sizes([one_big_file]), 3)
     assert len(units) == 3 and units[0][2] == 0 and units[-1][3] is None
     assert [u[3] for u in units[:-1]] == [u[2] for u in units[1:]]  # contiguous, no gap or overlap
     one = load_runs([one_big_file], jobs=1)
@@ -138,9 +138,9 @@ def test_errors_in_a_later_byte_range_keep_their_line_numbers(write_jsonl, tmp_p
 
 def test_auto_jobs_stays_in_process_for_small_logs(three_files):
     """jobs=0 uses one process below 8 MB of logs, so small audits pay no start-up cost."""
-    from skillaudit.runs import _auto_jobs
+    from skillaudit.runs import _auto_jobs, _file_sizes
 
-    assert _auto_jobs(three_files) == 1
+    assert _auto_jobs(_file_sizes(three_files)) == 1
     assert_same(load_runs(three_files, jobs=0), load_runs(three_files, jobs=1))
 
 
