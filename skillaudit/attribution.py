@@ -138,7 +138,7 @@ class SkillEffectRegression:
                 coef_g = linalg.cho_solve(factor, rhs, check_finite=False)
             else:  # least squares; a rank-deficient design gets the minimum-norm solution
                 coef_g = linalg.lstsq((Z.T @ Z).toarray(), rhs, check_finite=False)[0]
-            if self.n_boot > 0 and g > _MAX_BOOT_SKILLS and factor is not None:
+            if self.n_boot > 0 and wide and factor is not None:
                 # too wide for resampling: cluster-robust (task-level) sandwich interval instead
                 ci_g, p_g = _sandwich(Z, y, groups, coef_g, factor, self.level)
                 boot_g = np.full((0, g), np.nan)

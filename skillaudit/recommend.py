@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import (
-    special as _sp,  # norm.ppf / norm.sf are ndtri / ndtr; scipy.stats costs ~1 s to import
-)
+
+# norm.ppf / norm.sf are special.ndtri / ndtr; importing scipy.stats would cost ~1 s
+from scipy import special as _sp
 
 from ._io import atomic_directory, is_within
 from .attribution import AttributionResult, SkillAttribution, indicator
