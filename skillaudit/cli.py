@@ -448,13 +448,20 @@ def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, e
     the pairs retrieving any member, p <= 0.05) and not because of one member alone. Also lists
     near-duplicate pairs, co-retrieval communities and pairs that do worse together.
     """
-    from .graph import co_retrieval_graph, communities, community_summary, interference
+    from .graph import (
+        co_retrieval_counts,
+        co_retrieval_graph,
+        community_summary,
+        count_communities,
+        interference,
+    )
 
     _, paired, rows, report = _clusters_inputs(runs, skills_path, strict, model, benchmark, attribution,
                                                embedder, embed_model, cache_dir, threshold, distance, jobs)
-    g = co_retrieval_graph(paired, rows)
-    comms = community_summary(g, communities(g, seed=seed))
-    inter = [x.to_dict() for x in interference(paired)]
+    counts = co_retrieval_counts(paired)  # one set of sparse products for the graph, communities, interference
+    g = co_retrieval_graph(paired, rows, counts=counts)
+    comms = community_summary(g, count_communities(counts, seed=seed))
+    inter = [x.to_dict() for x in interference(paired, counts=counts)]
     if as_json:
         doc = {"schema": "skillaudit.clusters/v1", **report.to_dict(), "communities": comms,
                "interference": inter, "inputs": list(runs)}
@@ -508,7 +515,7 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
     from pathlib import Path
 
     from .errors import InputError
-    from .graph import interference, skill_graph, write_graph
+    from .graph import co_retrieval_counts, interference, skill_graph, write_graph
 
     if Path(out).suffix.lower() not in (".graphml", ".json"):
         raise CommandError(f"{out}: --out must end in .graphml or .json")
@@ -516,9 +523,10 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
         raise CommandError(f"{out}: refusing to overwrite an input file")
     lib, paired, rows, report = _clusters_inputs(runs, skills_path, strict, model, benchmark, attribution,
                                                  embedder, embed_model, cache_dir, threshold, jobs=jobs)
+    counts = co_retrieval_counts(paired)
     g = skill_graph(paired, rows, lib, report.near_duplicates, report.cluster_of(),
                     [c.id for c in report.clusters if c.harmful], seed=seed,
-                    interfering=interference(paired))
+                    interfering=interference(paired, counts=counts), counts=counts)
     try:
         fmt = write_graph(g, out)
     except OSError as exc:
