@@ -10,11 +10,14 @@ EXTRAS ?= all
 install: $(STAMP)
 
 # The stamp depends on the pins and the project metadata, so editing either reinstalls.
-$(STAMP): pyproject.toml constraints.txt
+# setup.py builds the C run-log scanner (skillaudit/_scan.c); editing it rebuilds.
+# compileall: an editable install gets the bytecode a regular install has (every command imports it).
+$(STAMP): pyproject.toml constraints.txt setup.py skillaudit/_scan.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	$(BIN)/python -m compileall -q skillaudit
 	touch $(STAMP)
 
 test: install

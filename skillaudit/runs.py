@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import gc
 import gzip
+import io
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, is_not
@@ -22,6 +23,11 @@ from typing import IO, Annotated, Any, Literal
 import numpy as np
 import orjson
 import scipy.sparse as sp
+
+try:  # the C column scanner (setup.py builds it when a compiler is there); else msgspec reads all
+    from . import _scan
+except ImportError:  # pragma: no cover
+    _scan = None  # type: ignore[assignment]
 
 try:  # typed decoding of only the fields read; without it every line takes the exact path
     import msgspec
@@ -347,6 +353,8 @@ class _State:
         self.ret: dict[str, list[np.ndarray]] = {k: [] for k in _RET_DTYPES}
         self.n = 0  # records so far
         self.names: dict[int, str] = {}
+        # the C scanner's id caches (it does not read answers: only when adherence is not reported)
+        self.tables = _scan.tables() if _scan is not None and not adherence else None
 
 
 # per-record columns: model, benchmark, task (vocabulary ids), epoch, condition (1 enabled),
@@ -427,11 +435,28 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int | list[int], file_ix:
             scores = [scores[i] for i in order]
     if not sids:
         return
-    skills = st.skills
-    col = np.fromiter(map(skills.__getitem__, sids), np.int64, len(sids))  # first-seen order
-    rec = np.array(rec_ix, dtype=np.int64)
-    score = np.array(scores, dtype=np.float64)
-    key = rec * len(skills) + col
+    col = np.fromiter(map(st.skills.__getitem__, sids), np.int64, len(sids))  # first-seen order
+    pos = en_ix[np.array(has, dtype=np.int64)][np.array(rec_ix, dtype=np.int64)]
+    gpos, grec, bounds = _add_retrieved(st, base, pos, col, np.array(scores, dtype=np.float64))
+    if st.adherence:
+        code = st.code
+        gids = [sids[i] for i in gpos.tolist()]  # each record's ids in rank order, contiguous
+        lo = np.r_[bounds, grec.size].tolist()
+        for j, k in enumerate(grec[bounds].tolist()):
+            a = recs[k].answer
+            if a.__class__ is str and a:
+                adh[k] = code.adhered(a, gids[lo[j]:lo[j + 1]])
+
+
+def _add_retrieved(st: _State, base: int, pos: np.ndarray, col: np.ndarray,
+                   score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Append a block's retrieved skills, deduplicated per record and ranked in order of appearance.
+
+    `pos` is the block position of each item's record (non-decreasing), `col` its skill id and
+    `score` its score (nan when not logged). Returns each kept item's flat position, its record's
+    block position, and where each record's run of items starts.
+    """
+    key = pos * len(st.skills) + col
     o = np.argsort(key, kind="stable")  # groups of one (record, skill), each in order of appearance
     ks = key[o]
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
@@ -442,22 +467,33 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int | list[int], file_ix:
     gscore = np.where(np.isnan(score[first]), np.nan, best)
     go = np.argsort(first, kind="stable")
     gpos = first[go]
-    grec = rec[gpos]
+    grec = pos[gpos]
     bounds = np.flatnonzero(np.r_[True, grec[1:] != grec[:-1]])
     rank = np.arange(grec.size) - np.repeat(bounds, np.diff(np.r_[bounds, grec.size])) + 1
-    ret_local = en_ix[np.array(has, dtype=np.int64)]  # block positions of the records in `ret`
-    st.ret["rec"].append(base + ret_local[grec])
+    st.ret["rec"].append(base + grec)
     st.ret["col"].append(col[gpos].astype(np.int32))
     st.ret["rk"].append(rank.astype(np.float32))
     st.ret["sc"].append(gscore[go].astype(np.float32))
-    if st.adherence:
-        code = st.code
-        gids = [sids[i] for i in gpos.tolist()]  # each record's ids in rank order, contiguous
-        lo = np.r_[bounds, grec.size].tolist()
-        for j, k in enumerate(grec[bounds].tolist()):
-            a = ret[k].answer
-            if a.__class__ is str and a:
-                adh[ret_local[k]] = code.adhered(a, gids[lo[j]:lo[j + 1]])
+    return gpos, grec, bounds
+
+
+def _ingest_scanned(st: _State, cols: tuple, lineno: int, file_ix: int) -> None:
+    """Append a block the C scanner read: its columns, one record per line from line `lineno`."""
+    n, m, b, t, e, en, ok, err, inv, r_rec, r_col, r_sc = cols
+    c = st.chunks
+    for k, raw in (("m", m), ("b", b), ("t", t)):
+        c[k].append(np.frombuffer(raw, np.int32))
+    c["e"].append(np.frombuffer(e, np.int64))
+    for k, raw in (("en", en), ("ok", ok), ("err", err), ("inv", inv)):
+        c[k].append(np.frombuffer(raw, np.uint8).view(bool))
+    c["file"].append(np.full(n, file_ix, np.int32))
+    c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64))
+    c["adh"].append(np.full(n, ADHERENCE_UNKNOWN, np.int8))
+    base = st.n
+    st.n += n
+    if r_rec:
+        _add_retrieved(st, base, np.frombuffer(r_rec, np.int64), np.frombuffer(r_col, np.int64),
+                       np.frombuffer(r_sc, np.float64))
 
 
 def _valid_utf8(chunk: bytes) -> bool:
@@ -479,7 +515,7 @@ def _feed_block(st: _State, lines: list[bytes], lineno: int, file_ix: int) -> No
     if _decode is not None and _fits_fast_path(lines):
         try:  # one value per line, or DecodeError (a blank line too)
             recs = list(map(_decode if st.adherence else _decode_core, lines))
-        except _DecodeError:
+        except (_DecodeError, RecursionError):  # msgspec refuses deep nesting with RecursionError
             pass
         else:
             _ingest_block(st, recs, lineno, file_ix)
@@ -531,6 +567,63 @@ def _count_lines(fh: IO[bytes], stop: int) -> int:
     return n
 
 
+def _blocks(fh: IO[bytes], seekable: bool, left: int) -> Iterator[bytes | memoryview]:
+    """Blocks of about _BLOCK bytes of whole lines (the file's last line may lack its newline).
+
+    `left` >= 0 reads only that many bytes (a range that ends at a line start). A plain file
+    seeks back to the start of a cut line; other streams carry it over to the next block.
+    """
+    bounded, size, carry = left >= 0, _BLOCK, b""
+    while left != 0:
+        want = min(size, left) if bounded else size
+        chunk = fh.read(want)
+        if not chunk:
+            break
+        if bounded:
+            left -= len(chunk)
+        eof = len(chunk) < want or left == 0
+        if carry:
+            chunk, carry = carry + chunk, b""
+        end = chunk.rfind(b"\n") + 1
+        if eof or end == len(chunk):
+            yield chunk
+            size = _BLOCK
+            continue
+        if end == 0:  # a line longer than the block: read on
+            if seekable:
+                fh.seek(-len(chunk), 1)
+                left += len(chunk) if bounded else 0
+                size *= 2
+            else:
+                carry = chunk
+            continue
+        rest = len(chunk) - end
+        if seekable:
+            fh.seek(-rest, 1)
+            left += rest if bounded else 0
+        else:
+            carry = chunk[end:]
+        yield memoryview(chunk)[:end]
+    if carry:
+        yield carry
+
+
+def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) -> int:
+    """Records of a block of whole lines that starts at line `lineno`; returns its number of lines.
+
+    The C scanner reads the plain shape of record; a block with anything else goes through
+    msgspec, then the exact path (which reports errors).
+    """
+    if st.tables is not None:
+        cols = _scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables)
+        if cols is not None:
+            _ingest_scanned(st, cols, lineno, file_ix)
+            return cols[0]
+    lines = io.BytesIO(blob).readlines()
+    _feed_block(st, lines, lineno, file_ix)
+    return len(lines)
+
+
 def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | None = None) -> None:
     """Feed a file's records; with `start`/`stop`, only the lines whose first byte is in [start, stop)."""
     name, fh = _open(path)
@@ -543,21 +636,9 @@ def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | 
             lineno = _count_lines(fh, begin) + 1
             fh.seek(begin)
             left = end - begin if end >= 0 else -1
-        while True:
-            lines = fh.readlines(_BLOCK)  # whole lines (the last one may lack its newline)
-            if not lines:
-                break
-            if left >= 0:  # a range ends at a line start: keep the lines before it
-                sizes = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)))
-                keep = int(np.searchsorted(sizes, left, side="right"))
-                if keep < len(lines):
-                    lines = lines[:keep]
-                left -= int(sizes[keep - 1]) if keep else 0
-            if lines:
-                _feed_block(st, lines, lineno, file_ix)
-                lineno += len(lines)
-            if left == 0:
-                break
+        seekable = fh is not sys.stdin.buffer and not isinstance(fh, gzip.GzipFile)
+        for blob in _blocks(fh, seekable, left):
+            lineno += _feed_blob(st, blob, lineno, file_ix)
     except OSError as exc:
         raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
     finally:
@@ -715,19 +796,19 @@ def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
         raise dup
     if error is not None:
         raise RunLogError(error)
-    en = r["en"]
-    es, ds = slot[en], slot[~en]
+    en_ix, dis_ix = np.flatnonzero(r["en"]), np.flatnonzero(~r["en"])  # positions, taken once
+    es, ds = slot[en_ix], slot[dis_ix]
     seen = np.zeros(n, np.uint8)
-    seen[es] |= np.where(r["err"][en], 5, 1).astype(np.uint8)
-    seen[ds] |= np.where(r["err"][~en], 6, 2).astype(np.uint8)
+    seen[es] |= np.where(r["err"][en_ix], 5, 1).astype(np.uint8)
+    seen[ds] |= np.where(r["err"][dis_ix], 6, 2).astype(np.uint8)
     y_pos, y_neg, invoked = np.zeros(n, np.uint8), np.zeros(n, np.uint8), np.zeros(n, np.uint8)
-    y_pos[es], y_neg[ds], invoked[es] = r["ok"][en], r["ok"][~en], r["inv"][en]
+    y_pos[es], y_neg[ds], invoked[es] = r["ok"][en_ix], r["ok"][dis_ix], r["inv"][en_ix]
     adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
-    adh[es] = r["adh"][en]
+    adh[es] = r["adh"][en_ix]
     src = (np.full(n, -1, np.int32), np.full(n, -1, np.int32))
     line = (np.zeros(n, np.int64), np.zeros(n, np.int64))
-    src[1][es], line[1][es] = r["file"][en], r["line"][en]
-    src[0][ds], line[0][ds] = r["file"][~en], r["line"][~en]
+    src[1][es], line[1][es] = r["file"][en_ix], r["line"][en_ix]
+    src[0][ds], line[0][ds] = r["file"][dis_ix], r["line"][dis_ix]
     return {
         "models": r["models"], "benchmarks": r["benchmarks"], "tasks": r["tasks"], "skills": r["skills"],
         "m": r["m"][first], "b": r["b"][first], "t": r["t"][first], "e": r["e"][first],
@@ -839,13 +920,21 @@ def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence
 
 def _parse_parallel(units: list[tuple[str, int, int, int | None]], jobs: int, code: _CodeLines,
                     adherence: bool) -> list[dict[str, Any]] | None:
-    """Parts of the units from worker processes; None when workers cannot run (read in-process)."""
-    from concurrent.futures import ProcessPoolExecutor
+    """Parts of the units from worker threads or processes; None when workers cannot run (read in-process).
+
+    The C scanner parses without the GIL, so when it reads the logs, threads do: no process to
+    start, nothing to pickle. msgspec holds the GIL, so it gets processes.
+    """
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
+    args = [(*u, code, adherence) for u in units]
+    if _scan is not None and not adherence:
+        with ThreadPoolExecutor(max_workers=min(jobs, len(units))) as threads:
+            return list(threads.map(_parse_one, args))
     try:
         with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
-            return list(pool.map(_parse_one, [(*u, code, adherence) for u in units]))
+            return list(pool.map(_parse_one, args))
     except (BrokenProcessPool, OSError):  # a worker was killed, or no process could start
         return None
 

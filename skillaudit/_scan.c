@@ -1,0 +1,1048 @@
+/* Column scanner for run logs: a block of JSON Lines -> per-record columns, in one C pass.
+ *
+ * It reads only the common, plain shape of a record (DESIGN §3.1) and gives up on anything else:
+ * scan() returns None and the caller reads the block with msgspec, then with the exact Python path
+ * that produces every error message. So this file never reports errors; it must only never accept
+ * a line that the other paths would read differently. Hence it is a strict, validating JSON parser
+ * (RFC 8259: string escapes, control characters, number grammar, nesting) that bails on:
+ *   escapes in keys or in the strings it keeps, a repeated known key,
+ *   non-finite or very long numbers, lone surrogates, deep nesting, blank lines,
+ *   any value of a known field outside the types the msgspec schema in runs.py accepts.
+ * The caller has already checked the block for NUL bytes and invalid UTF-8.
+ *
+ * Ids are interned into the caller's vocabularies (dicts of str -> first-seen index); on bailing,
+ * the keys added by this call are removed, so the dicts are as before.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define MAX_DEPTH 64
+#define MAX_NUM 40
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n) cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ vocabularies */
+/* Ids are numbered in two steps. While parsing (without the GIL) each block numbers its distinct
+ * ids locally, in first-seen order. Then, with the GIL, each local id is looked up in the caller's
+ * vocabulary (a dict of str -> first-seen index), in local order, so the vocabularies grow exactly
+ * as a one-record-at-a-time reader grows them. A hash table kept across calls (a capsule from
+ * tables()) sits in front of each dict: a known id costs a hash and a memcmp, not a new str. */
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+    uint64_t h;
+} Key;
+
+typedef struct {
+    Key *keys;
+    size_t len, kcap;
+    int64_t *slots; /* index into keys, -1 empty */
+    size_t cap;
+} Local;
+
+typedef struct {
+    char *s; /* owned copy */
+    Py_ssize_t n;
+    int64_t id;
+    uint64_t h;
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    size_t cap, used;
+} Table;
+
+typedef struct {
+    Table t[4];
+} Tables;
+
+static uint64_t hash_span(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int local_rehash(Local *L, size_t cap) {
+    int64_t *slots = malloc(cap * sizeof(int64_t));
+    if (!slots) return -1;
+    for (size_t i = 0; i < cap; i++) slots[i] = -1;
+    for (size_t k = 0; k < L->len; k++) {
+        size_t j = L->keys[k].h & (cap - 1);
+        while (slots[j] >= 0) j = (j + 1) & (cap - 1);
+        slots[j] = (int64_t)k;
+    }
+    free(L->slots);
+    L->slots = slots;
+    L->cap = cap;
+    return 0;
+}
+
+/* the block-local id of a span (first seen = 0, 1, ...); -1 when out of memory */
+static int64_t local_id(Local *L, const char *s, Py_ssize_t n) {
+    if (!L->slots && local_rehash(L, 256) < 0) return -1;
+    uint64_t h = hash_span(s, n);
+    size_t mask = L->cap - 1, j = h & mask;
+    while (L->slots[j] >= 0) {
+        const Key *k = &L->keys[L->slots[j]];
+        if (k->h == h && k->n == n && memcmp(k->s, s, (size_t)n) == 0) return L->slots[j];
+        j = (j + 1) & mask;
+    }
+    if (L->len == L->kcap) {
+        size_t kcap = L->kcap ? L->kcap * 2 : 256;
+        Key *d = realloc(L->keys, kcap * sizeof(Key));
+        if (!d) return -1;
+        L->keys = d;
+        L->kcap = kcap;
+    }
+    int64_t id = (int64_t)L->len++;
+    L->keys[id].s = s;
+    L->keys[id].n = n;
+    L->keys[id].h = h;
+    L->slots[j] = id;
+    if (L->len * 2 > L->cap && local_rehash(L, L->cap * 2) < 0) return -1;
+    return id;
+}
+
+static void local_free(Local *L) {
+    free(L->keys);
+    free(L->slots);
+}
+
+static void table_clear(Table *t) {
+    for (size_t i = 0; i < t->cap; i++) free(t->slots[i].s);
+    free(t->slots);
+    t->slots = NULL;
+    t->cap = t->used = 0;
+}
+
+static void tables_free(PyObject *capsule) {
+    Tables *ts = PyCapsule_GetPointer(capsule, "skillaudit._scan.tables");
+    if (!ts) return;
+    for (int i = 0; i < 4; i++) table_clear(&ts->t[i]);
+    free(ts);
+}
+
+static int table_grow(Table *t, size_t cap) {
+    Slot *slots = calloc(cap, sizeof(Slot));
+    if (!slots) return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        Slot *o = &t->slots[i];
+        if (!o->s) continue;
+        size_t j = o->h & (cap - 1);
+        while (slots[j].s) j = (j + 1) & (cap - 1);
+        slots[j] = *o;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* the vocabulary index of a key, interned in the dict when new (GIL held); -1 with an error set */
+static int64_t global_id(Table *t, PyObject *dict, const Key *key) {
+    if (!t->slots && table_grow(t, 1024) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t mask = t->cap - 1, j = key->h & mask;
+    while (t->slots[j].s) {
+        Slot *o = &t->slots[j];
+        if (o->h == key->h && o->n == key->n && memcmp(o->s, key->s, (size_t)key->n) == 0) return o->id;
+        j = (j + 1) & mask;
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(key->s, key->n, "strict");
+    if (!str) return -1;
+    int64_t id;
+    PyObject *val = PyDict_GetItemWithError(dict, str);
+    if (val) {
+        id = PyLong_AsLongLong(val);
+        if (id == -1 && PyErr_Occurred()) {
+            Py_DECREF(str);
+            return -1;
+        }
+    } else {
+        if (PyErr_Occurred()) {
+            Py_DECREF(str);
+            return -1;
+        }
+        id = (int64_t)PyDict_GET_SIZE(dict);
+        PyObject *iv = PyLong_FromLongLong(id);
+        if (!iv || PyDict_SetItem(dict, str, iv) < 0) {
+            Py_XDECREF(iv);
+            Py_DECREF(str);
+            return -1;
+        }
+        Py_DECREF(iv);
+    }
+    Py_DECREF(str);
+    char *copy = malloc((size_t)key->n + 1);
+    if (!copy) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(copy, key->s, (size_t)key->n);
+    t->slots[j].s = copy;
+    t->slots[j].n = key->n;
+    t->slots[j].id = id;
+    t->slots[j].h = key->h;
+    if (++t->used * 2 > t->cap && table_grow(t, t->cap * 2) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return id;
+}
+
+/* ------------------------------------------------------------------ JSON grammar */
+/* A number the fast path cannot convert exactly; converted (and checked finite) later, with the GIL.
+ * `out` is its place in the score column, or -1 when only its finiteness matters. */
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+    int64_t out;
+} Num;
+
+typedef struct {
+    Num *v;
+    size_t len, cap;
+    int oom;
+} Nums;
+
+static int nums_put(Nums *ns, const char *s, Py_ssize_t n, int64_t out) {
+    if (ns->len == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 64;
+        Num *d = realloc(ns->v, cap * sizeof(Num));
+        if (!d) {
+            ns->oom = 1;
+            return -1;
+        }
+        ns->v = d;
+        ns->cap = cap;
+    }
+    ns->v[ns->len].s = s;
+    ns->v[ns->len].n = n;
+    ns->v[ns->len].out = out;
+    ns->len++;
+    return 0;
+}
+
+typedef struct {
+    const char *p, *end;
+    Nums *nums;
+} Cur;
+
+#define BAIL (-1)
+
+static inline void ws(Cur *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n')) c->p++;
+}
+
+static inline int hexval(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+static int read_u4(const char *q, const char *end) {
+    if (end - q < 4) return -1;
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(q[i]);
+        if (h < 0) return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* Bytes a string scan stops at: the quote, the backslash, control characters, non-ASCII. */
+static unsigned char STOP[256];
+
+static void init_stop(void) {
+    for (int i = 0; i < 256; i++) STOP[i] = (i < 0x20 || i == '"' || i == '\\' || i >= 0x80);
+}
+
+/* Length of the valid UTF-8 sequence at q (lead byte >= 0x80) as Python's strict decoder reads
+ * it (no overlong forms, no surrogates, nothing above U+10FFFF); 0 when invalid. */
+static int utf8_len(const unsigned char *q, const unsigned char *end) {
+    unsigned char b0 = q[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
+    else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        n = 3;
+        if (b0 == 0xE0) lo = 0xA0;
+        if (b0 == 0xED) hi = 0x9F;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        n = 4;
+        if (b0 == 0xF0) lo = 0x90;
+        if (b0 == 0xF4) hi = 0x8F;
+    } else return 0;
+    if (end - q < n) return 0;
+    if (q[1] < lo || q[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (q[i] < 0x80 || q[i] > 0xBF) return 0;
+    return n;
+}
+
+/* A string at c->p ('"'): its raw content span; *esc set when it holds an escape. */
+static int string_span(Cur *c, const char **s, Py_ssize_t *n, int *esc) {
+    if (c->p >= c->end || *c->p != '"') return BAIL;
+    const unsigned char *q = (const unsigned char *)++c->p, *end = (const unsigned char *)c->end;
+    *esc = 0;
+    for (;;) {
+#ifdef __SSE2__
+        /* 16 bytes at a time: the quote, the backslash, and (signed) < 0x20, i.e. control or non-ASCII */
+        const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+        while (end - q >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)q);
+            int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                                                      _mm_cmplt_epi8(x, space)));
+            if (mask) {
+                q += __builtin_ctz((unsigned)mask);
+                break;
+            }
+            q += 16;
+        }
+#endif
+        while (q < end && !STOP[*q]) q++;
+        if (q >= end) return BAIL;
+        unsigned char ch = *q;
+        if (ch == '"') {
+            *s = c->p;
+            *n = (const char *)q - c->p;
+            c->p = (const char *)q + 1;
+            return 0;
+        }
+        if (ch >= 0x80) {
+            int k = utf8_len(q, end);
+            if (!k) return BAIL;
+            q += k;
+            continue;
+        }
+        if (ch < 0x20) return BAIL;
+        /* a backslash */
+        *esc = 1;
+        if (q + 1 >= end) return BAIL;
+        unsigned char e = q[1];
+        if (e == 'u') {
+            int u = read_u4((const char *)q + 2, c->end);
+            if (u < 0) return BAIL;
+            q += 6;
+            if (u >= 0xDC00 && u <= 0xDFFF) return BAIL; /* lone low surrogate */
+            if (u >= 0xD800 && u <= 0xDBFF) {            /* needs its low half */
+                if (end - q < 6 || q[0] != '\\' || q[1] != 'u') return BAIL;
+                int lo = read_u4((const char *)q + 2, c->end);
+                if (lo < 0xDC00 || lo > 0xDFFF) return BAIL;
+                q += 6;
+            }
+            continue;
+        }
+        if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't')
+            return BAIL;
+        q += 2;
+    }
+}
+
+/* A number at c->p by the JSON grammar; its span; *is_int when it has no fraction or exponent. */
+static int number_span(Cur *c, const char **s, Py_ssize_t *n, int *is_int) {
+    const char *q = c->p;
+    *is_int = 1;
+    if (q < c->end && *q == '-') q++;
+    if (q >= c->end) return BAIL;
+    if (*q == '0') {
+        q++;
+    } else if (*q >= '1' && *q <= '9') {
+        while (q < c->end && *q >= '0' && *q <= '9') q++;
+    } else {
+        return BAIL;
+    }
+    if (q < c->end && *q == '.') {
+        *is_int = 0;
+        q++;
+        if (q >= c->end || *q < '0' || *q > '9') return BAIL;
+        while (q < c->end && *q >= '0' && *q <= '9') q++;
+    }
+    if (q < c->end && (*q == 'e' || *q == 'E')) {
+        *is_int = 0;
+        q++;
+        if (q < c->end && (*q == '+' || *q == '-')) q++;
+        if (q >= c->end || *q < '0' || *q > '9') return BAIL;
+        while (q < c->end && *q >= '0' && *q <= '9') q++;
+    }
+    *s = c->p;
+    *n = q - c->p;
+    if (*n > MAX_NUM) return BAIL;
+    c->p = q;
+    return 0;
+}
+
+static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The value of a number span: *out, or *pending when only Python's conversion is exact (no GIL
+ * here); BAIL for a long integer (readers differ on those). */
+static int number_value(const char *s, Py_ssize_t n, int is_int, double *out, int *pending) {
+    *pending = 0;
+    if (is_int && n > 18) return BAIL;
+    /* Clinger's fast path: at most 15 significant digits and no exponent: the mantissa and 10^k
+     * are exact doubles, so one division is correctly rounded (what every reader returns) */
+    const char *q = s, *e = s + n;
+    int neg = 0, digits = 0, frac = 0, dot = 0;
+    uint64_t m = 0;
+    if (*q == '-') {
+        neg = 1;
+        q++;
+    }
+    for (; q < e; q++) {
+        if (*q == '.') {
+            dot = 1;
+            continue;
+        }
+        if (*q < '0' || *q > '9') break; /* an exponent */
+        if (m || *q != '0') digits++;
+        m = m * 10 + (uint64_t)(*q - '0');
+        frac += dot;
+        if (digits > 15) break;
+    }
+    if (q == e && digits <= 15 && frac <= 22) {
+        double v = (double)m / POW10[frac];
+        *out = neg ? -v : v;
+        return 0;
+    }
+    *out = NAN;
+    *pending = 1;
+    return 0;
+}
+
+/* A number whose value is not kept: only one no reader could hold (too large) is refused, so one
+ * with an exponent is checked later. */
+static int number_ok(Cur *c, const char *s, Py_ssize_t n, int is_int) {
+    if (is_int) return n > 18 ? BAIL : 0;
+    if (!memchr(s, 'e', (size_t)n) && !memchr(s, 'E', (size_t)n)) return 0; /* <= 40 chars: finite */
+    return nums_put(c->nums, s, n, -1);
+}
+
+/* Python's own correctly rounded, locale-independent conversion (with the GIL); BAIL unless finite */
+static int convert(const Num *num, double *out) {
+    char tmp[MAX_NUM + 1], *stop;
+    memcpy(tmp, num->s, (size_t)num->n);
+    tmp[num->n] = '\0';
+    double v = PyOS_string_to_double(tmp, &stop, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return BAIL;
+    }
+    if (stop != tmp + num->n || !isfinite(v)) return BAIL;
+    *out = v;
+    return 0;
+}
+
+static int literal(Cur *c, const char *word, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) return BAIL;
+    c->p += n;
+    return 0;
+}
+
+static int skip_value(Cur *c, int depth) {
+    if (depth > MAX_DEPTH || c->p >= c->end) return BAIL;
+    const char *s;
+    Py_ssize_t n;
+    int flag;
+    switch (*c->p) {
+    case '"':
+        return string_span(c, &s, &n, &flag);
+    case 't':
+        return literal(c, "true", 4);
+    case 'f':
+        return literal(c, "false", 5);
+    case 'n':
+        return literal(c, "null", 4);
+    case '[':
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == ']') {
+            c->p++;
+            return 0;
+        }
+        for (;;) {
+            if (skip_value(c, depth + 1) < 0) return BAIL;
+            ws(c);
+            if (c->p >= c->end) return BAIL;
+            if (*c->p == ']') {
+                c->p++;
+                return 0;
+            }
+            if (*c->p != ',') return BAIL;
+            c->p++;
+            ws(c);
+        }
+    case '{':
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == '}') {
+            c->p++;
+            return 0;
+        }
+        for (;;) {
+            if (string_span(c, &s, &n, &flag) < 0) return BAIL;
+            ws(c);
+            if (c->p >= c->end || *c->p != ':') return BAIL;
+            c->p++;
+            ws(c);
+            if (skip_value(c, depth + 1) < 0) return BAIL;
+            ws(c);
+            if (c->p >= c->end) return BAIL;
+            if (*c->p == '}') {
+                c->p++;
+                return 0;
+            }
+            if (*c->p != ',') return BAIL;
+            c->p++;
+            ws(c);
+        }
+    default: {
+        if (number_span(c, &s, &n, &flag) < 0) return BAIL;
+        /* a number no reader can hold: let the other paths decide */
+        return number_ok(c, s, n, flag);
+    }
+    }
+}
+
+/* true/false or the integers 0/1 (the schema's bool | Literal[0, 1]); null allowed when nullable */
+static int flag_value(Cur *c, int nullable, int *out) {
+    if (c->p >= c->end) return BAIL;
+    const char *q = c->p;
+    char ch = *q;
+    if (ch == 't') {
+        *out = 1;
+        return literal(c, "true", 4);
+    }
+    if (ch == 'f') {
+        *out = 0;
+        return literal(c, "false", 5);
+    }
+    if (ch == 'n' && nullable) {
+        *out = -1;
+        return literal(c, "null", 4);
+    }
+    if ((ch == '0' || ch == '1') && (q + 1 >= c->end || !(q[1] == '.' || q[1] == 'e' || q[1] == 'E' ||
+                                                         (q[1] >= '0' && q[1] <= '9')))) {
+        *out = ch - '0';
+        c->p++;
+        return 0;
+    }
+    return BAIL;
+}
+
+/* a string with no escapes (an id); BAIL otherwise */
+static int plain_string(Cur *c, const char **s, Py_ssize_t *n) {
+    int esc;
+    if (string_span(c, s, n, &esc) < 0 || esc) return BAIL;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ records */
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+    double score;
+    const char *num; /* a score still to convert (NULL: none) */
+    Py_ssize_t num_n;
+} Ref;
+
+typedef struct {
+    Ref *refs;
+    size_t len, cap;
+} Refs;
+
+static int refs_put(Refs *r, const char *s, Py_ssize_t n, double score) {
+    if (r->len == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        Ref *d = realloc(r->refs, cap * sizeof(Ref));
+        if (!d) return -1;
+        r->refs = d;
+        r->cap = cap;
+    }
+    r->refs[r->len].s = s;
+    r->refs[r->len].n = n;
+    r->refs[r->len].score = score;
+    r->refs[r->len].num = NULL;
+    r->refs[r->len].num_n = 0;
+    r->len++;
+    return 0;
+}
+
+/* one retrieved skill: "id" or {"id": "...", "score": number | null, ...} */
+static int skill_ref(Cur *c, Refs *refs) {
+    const char *s = NULL, *k;
+    Py_ssize_t n = 0, kn;
+    int esc, pending = 0;
+    const char *ns = NULL;
+    Py_ssize_t nn = 0;
+    double score = NAN;
+    if (c->p < c->end && *c->p == '"') {
+        if (plain_string(c, &s, &n) < 0) return BAIL;
+        return refs_put(refs, s, n, NAN) < 0 ? BAIL : 0;
+    }
+    if (c->p >= c->end || *c->p != '{') return BAIL;
+    c->p++;
+    ws(c);
+    int seen_id = 0, seen_score = 0;
+    if (c->p < c->end && *c->p == '}') return BAIL; /* no id */
+    for (;;) {
+        if (string_span(c, &k, &kn, &esc) < 0 || esc) return BAIL;
+        ws(c);
+        if (c->p >= c->end || *c->p != ':') return BAIL;
+        c->p++;
+        ws(c);
+        if (kn == 2 && memcmp(k, "id", 2) == 0) {
+            if (seen_id++ || plain_string(c, &s, &n) < 0) return BAIL;
+        } else if (kn == 5 && memcmp(k, "score", 5) == 0) {
+            if (seen_score++) return BAIL;
+            if (c->p < c->end && *c->p == 'n') {
+                if (literal(c, "null", 4) < 0) return BAIL;
+            } else {
+                int is_int;
+                if (number_span(c, &ns, &nn, &is_int) < 0 || number_value(ns, nn, is_int, &score, &pending) < 0)
+                    return BAIL;
+            }
+        } else if (skip_value(c, 4) < 0) {
+            return BAIL;
+        }
+        ws(c);
+        if (c->p >= c->end) return BAIL;
+        if (*c->p == '}') {
+            c->p++;
+            break;
+        }
+        if (*c->p != ',') return BAIL;
+        c->p++;
+        ws(c);
+    }
+    if (!seen_id || refs_put(refs, s, n, score) < 0) return BAIL;
+    if (pending) {
+        refs->refs[refs->len - 1].num = ns;
+        refs->refs[refs->len - 1].num_n = nn;
+    }
+    return 0;
+}
+
+/* 'retrievals': null or a list of {"skills": null | [ref, ...], ...}; *nonempty when a list with items */
+static int retrievals(Cur *c, Refs *refs, int *nonempty) {
+    const char *k;
+    Py_ssize_t kn;
+    int esc;
+    *nonempty = 0;
+    if (c->p < c->end && *c->p == 'n') return literal(c, "null", 4);
+    if (c->p >= c->end || *c->p != '[') return BAIL;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+        return 0;
+    }
+    *nonempty = 1;
+    for (;;) { /* a call */
+        if (c->p >= c->end || *c->p != '{') return BAIL;
+        c->p++;
+        ws(c);
+        int seen_skills = 0;
+        if (c->p < c->end && *c->p == '}') {
+            c->p++;
+        } else {
+            for (;;) {
+                if (string_span(c, &k, &kn, &esc) < 0 || esc) return BAIL;
+                ws(c);
+                if (c->p >= c->end || *c->p != ':') return BAIL;
+                c->p++;
+                ws(c);
+                if (kn == 6 && memcmp(k, "skills", 6) == 0) {
+                    if (seen_skills++) return BAIL;
+                    if (c->p < c->end && *c->p == 'n') {
+                        if (literal(c, "null", 4) < 0) return BAIL;
+                    } else {
+                        if (c->p >= c->end || *c->p != '[') return BAIL;
+                        c->p++;
+                        ws(c);
+                        if (c->p < c->end && *c->p == ']') {
+                            c->p++;
+                        } else {
+                            for (;;) {
+                                if (skill_ref(c, refs) < 0) return BAIL;
+                                ws(c);
+                                if (c->p >= c->end) return BAIL;
+                                if (*c->p == ']') {
+                                    c->p++;
+                                    break;
+                                }
+                                if (*c->p != ',') return BAIL;
+                                c->p++;
+                                ws(c);
+                            }
+                        }
+                    }
+                } else if (skip_value(c, 3) < 0) {
+                    return BAIL;
+                }
+                ws(c);
+                if (c->p >= c->end) return BAIL;
+                if (*c->p == '}') {
+                    c->p++;
+                    break;
+                }
+                if (*c->p != ',') return BAIL;
+                c->p++;
+                ws(c);
+            }
+        }
+        ws(c);
+        if (c->p >= c->end) return BAIL;
+        if (*c->p == ']') {
+            c->p++;
+            return 0;
+        }
+        if (*c->p != ',') return BAIL;
+        c->p++;
+        ws(c);
+    }
+}
+
+enum { K_TASK = 1, K_COND = 2, K_CORRECT = 4, K_EPOCH = 8, K_MODEL = 16, K_BENCH = 32,
+       K_RETS = 64, K_INV = 128, K_ERROR = 256, K_SHORT = 512 };
+
+typedef struct {
+    const char *task, *model, *bench;
+    Py_ssize_t task_n, model_n, bench_n;
+    int64_t epoch;
+    int enabled, correct, invoked, error, nonempty, shorthand;
+} Rec;
+
+static int condition_of(const char *s, Py_ssize_t n) {
+#define IS(w) (n == (Py_ssize_t)(sizeof(w) - 1) && memcmp(s, w, sizeof(w) - 1) == 0)
+    if (IS("enabled") || IS("on") || IS("skills_on")) return 1;
+    if (IS("disabled") || IS("off") || IS("skills_off")) return 0;
+    return -1;
+#undef IS
+}
+
+/* one line (without its newline) -> rec, and its retrieved refs appended to refs */
+/* 'retrieved': null or a list of id strings (one call); *present when a list */
+static int shorthand(Cur *c, Refs *refs, int *present) {
+    const char *s;
+    Py_ssize_t n;
+    *present = 0;
+    if (c->p < c->end && *c->p == 'n') return literal(c, "null", 4);
+    if (c->p >= c->end || *c->p != '[') return BAIL;
+    *present = 1;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        if (plain_string(c, &s, &n) < 0 || refs_put(refs, s, n, NAN) < 0) return BAIL;
+        ws(c);
+        if (c->p >= c->end) return BAIL;
+        if (*c->p == ']') {
+            c->p++;
+            return 0;
+        }
+        if (*c->p != ',') return BAIL;
+        c->p++;
+        ws(c);
+    }
+}
+
+/* one line (without its newline) -> rec; its retrieved refs appended to refs, then the
+ * 'retrieved' shorthand's to short_refs (they come after the calls' in the record's order) */
+static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
+    const char *k, *s;
+    Py_ssize_t kn, n;
+    int esc, is_int;
+    unsigned seen = 0;
+    r->model = "default";
+    r->model_n = 7;
+    r->bench = "default";
+    r->bench_n = 7;
+    r->epoch = 1;
+    r->invoked = -1;
+    r->error = 0;
+    r->nonempty = 0;
+    r->shorthand = 0;
+    ws(c);
+    if (c->p >= c->end || *c->p != '{') return BAIL;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}') return BAIL; /* required fields missing */
+    for (;;) {
+        if (string_span(c, &k, &kn, &esc) < 0 || esc) return BAIL;
+        ws(c);
+        if (c->p >= c->end || *c->p != ':') return BAIL;
+        c->p++;
+        ws(c);
+        unsigned key = 0;
+#define KEY(w, bit) else if (kn == (Py_ssize_t)(sizeof(w) - 1) && memcmp(k, w, sizeof(w) - 1) == 0) key = bit
+        if (0) {}
+        KEY("task_id", K_TASK);
+        KEY("condition", K_COND);
+        KEY("correct", K_CORRECT);
+        KEY("epoch", K_EPOCH);
+        KEY("model", K_MODEL);
+        KEY("benchmark", K_BENCH);
+        KEY("retrievals", K_RETS);
+        KEY("invoked", K_INV);
+        KEY("error", K_ERROR);
+        KEY("retrieved", K_SHORT);
+#undef KEY
+        if (key & seen) return BAIL;
+        seen |= key;
+        switch (key) {
+        case K_TASK:
+            if (plain_string(c, &r->task, &r->task_n) < 0 || r->task_n == 0) return BAIL;
+            break;
+        case K_COND:
+            if (plain_string(c, &s, &n) < 0 || (r->enabled = condition_of(s, n)) < 0) return BAIL;
+            break;
+        case K_CORRECT:
+            if (flag_value(c, 0, &r->correct) < 0) return BAIL;
+            break;
+        case K_EPOCH:
+            if (number_span(c, &s, &n, &is_int) < 0 || !is_int || n > 18 || *s == '-') return BAIL;
+            r->epoch = 0;
+            for (Py_ssize_t i = 0; i < n; i++) r->epoch = r->epoch * 10 + (s[i] - '0');
+            if (r->epoch < 1) return BAIL;
+            break;
+        case K_MODEL:
+            if (plain_string(c, &r->model, &r->model_n) < 0) return BAIL;
+            break;
+        case K_BENCH:
+            if (plain_string(c, &r->bench, &r->bench_n) < 0) return BAIL;
+            break;
+        case K_RETS:
+            if (retrievals(c, refs, &r->nonempty) < 0) return BAIL;
+            break;
+        case K_INV:
+            if (flag_value(c, 1, &r->invoked) < 0) return BAIL;
+            break;
+        case K_SHORT:
+            if (shorthand(c, short_refs, &r->shorthand) < 0) return BAIL;
+            break;
+        case K_ERROR:
+            r->error = !(c->p < c->end && *c->p == 'n');
+            if (skip_value(c, 1) < 0) return BAIL;
+            break;
+        default:
+            if (skip_value(c, 1) < 0) return BAIL;
+        }
+        ws(c);
+        if (c->p >= c->end) return BAIL;
+        if (*c->p == '}') {
+            c->p++;
+            break;
+        }
+        if (*c->p != ',') return BAIL;
+        c->p++;
+        ws(c);
+    }
+    ws(c);
+    if (c->p != c->end) return BAIL; /* one value per line */
+    if ((seen & (K_TASK | K_COND | K_CORRECT)) != (K_TASK | K_COND | K_CORRECT)) return BAIL;
+    return 0;
+}
+
+enum { OK = 0, BAILED = 1, NOMEM = 2 };
+
+typedef struct {
+    Local loc[4]; /* models, benchmarks, tasks, skills */
+    Buf cols[8], rrec, rcol, rsc;
+    Refs refs, short_refs;
+    Nums nums;
+    int64_t nrec;
+} Block;
+
+/* Parse every line of the block into local-id columns; no Python API is called (the GIL is free). */
+static int parse_block(const char *p, const char *end, Block *B) {
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        Cur c = {p, stop, &B->nums};
+        Rec r;
+        B->refs.len = B->short_refs.len = 0;
+        if (record(&c, &r, &B->refs, &B->short_refs) < 0) return B->nums.oom ? NOMEM : BAILED;
+        int64_t ids[3];
+        const char *spans[3] = {r.model, r.bench, r.task};
+        Py_ssize_t lens[3] = {r.model_n, r.bench_n, r.task_n};
+        for (int i = 0; i < 3; i++) {
+            if ((ids[i] = local_id(&B->loc[i], spans[i], lens[i])) < 0) return NOMEM;
+            if (ids[i] > INT32_MAX) return BAILED;
+        }
+        int32_t m = (int32_t)ids[0], b = (int32_t)ids[1], t = (int32_t)ids[2];
+        uint8_t en = (uint8_t)r.enabled, ok = (uint8_t)r.correct, err = (uint8_t)r.error;
+        /* no 'invoked': a call was made when 'retrievals' lists one or 'retrieved' is present */
+        uint8_t inv = r.enabled ? (uint8_t)(r.invoked >= 0 ? r.invoked : (r.nonempty || r.shorthand)) : 0;
+        Buf *cols = B->cols;
+        if (buf_put(&cols[0], &m, 4) || buf_put(&cols[1], &b, 4) || buf_put(&cols[2], &t, 4) ||
+            buf_put(&cols[3], &r.epoch, 8) || buf_put(&cols[4], &en, 1) || buf_put(&cols[5], &ok, 1) ||
+            buf_put(&cols[6], &err, 1) || buf_put(&cols[7], &inv, 1))
+            return NOMEM;
+        for (size_t i = 0; i < B->short_refs.len; i++) /* the shorthand's ids come after the calls' */
+            if (refs_put(&B->refs, B->short_refs.refs[i].s, B->short_refs.refs[i].n, NAN) < 0) return NOMEM;
+        for (size_t i = 0; i < B->refs.len; i++) {
+            const Ref *ref = &B->refs.refs[i];
+            int64_t out = -1;
+            if (r.enabled) { /* a disabled run's retrievals are checked, not kept */
+                int64_t sid = local_id(&B->loc[3], ref->s, ref->n);
+                out = (int64_t)(B->rsc.len / sizeof(double));
+                if (sid < 0 || buf_put(&B->rrec, &B->nrec, 8) || buf_put(&B->rcol, &sid, 8) ||
+                    buf_put(&B->rsc, &ref->score, 8))
+                    return NOMEM;
+            }
+            if (ref->num && nums_put(&B->nums, ref->num, ref->num_n, out) < 0) return NOMEM;
+        }
+        B->nrec++;
+        if (!nl) break;
+        p = nl + 1;
+    }
+    return OK;
+}
+
+static PyObject *as_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len); }
+
+PyDoc_STRVAR(scan_doc,
+"scan(block, models, benchmarks, tasks, skills, tables) -> tuple | None\n\n"
+"Per-record columns of a block of whole JSON Lines, or None when a line is not in the plain shape\n"
+"(the vocabularies are then unchanged). The columns are bytes of native arrays: n, model, benchmark,\n"
+"task (int32), epoch (int64), enabled, correct, error, invoked (uint8), and per retrieved skill of an\n"
+"enabled record, in order of appearance: record (int64), skill (int64), score (float64, nan if none).\n"
+"The parsing runs without the GIL, so threads can scan blocks in parallel.");
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *dicts[4], *capsule;
+    if (!PyArg_ParseTuple(args, "y*O!O!O!O!O", &view, &PyDict_Type, &dicts[0], &PyDict_Type, &dicts[1],
+                          &PyDict_Type, &dicts[2], &PyDict_Type, &dicts[3], &capsule))
+        return NULL;
+    Tables *ts = PyCapsule_GetPointer(capsule, "skillaudit._scan.tables");
+    if (!ts) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Block *B = calloc(1, sizeof(Block));
+    if (!B) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
+    int64_t *map = NULL;
+    int status;
+    const char *start = view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    status = parse_block(start, start + view.len, B);
+    Py_END_ALLOW_THREADS
+    if (status == NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status == BAILED) goto bail;
+    /* numbers only Python converts exactly: a non-finite one means the line is not plain */
+    for (size_t i = 0; i < B->nums.len; i++) {
+        double v;
+        if (convert(&B->nums.v[i], &v) < 0) goto bail;
+        if (B->nums.v[i].out >= 0) ((double *)B->rsc.data)[B->nums.v[i].out] = v;
+    }
+    /* local ids -> vocabulary ids, interned in first-seen order */
+    for (int i = 0; i < 4; i++) {
+        Local *L = &B->loc[i];
+        free(map);
+        map = malloc((L->len ? L->len : 1) * sizeof(int64_t));
+        if (!map) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (size_t k = 0; k < L->len; k++) {
+            if ((map[k] = global_id(&ts->t[i], dicts[i], &L->keys[k])) < 0) goto done;
+            if (map[k] > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "more than 2**31 distinct ids");
+                goto done;
+            }
+        }
+        if (i < 3) {
+            int32_t *col = (int32_t *)B->cols[i].data;
+            for (int64_t r = 0; r < B->nrec; r++) col[r] = (int32_t)map[col[r]];
+        } else {
+            int64_t *col = (int64_t *)B->rcol.data;
+            size_t nref = B->rcol.len / sizeof(int64_t);
+            for (size_t r = 0; r < nref; r++) col[r] = map[col[r]];
+        }
+    }
+    result = Py_BuildValue("(LNNNNNNNNNNN)", (long long)B->nrec, as_bytes(&B->cols[0]), as_bytes(&B->cols[1]),
+                           as_bytes(&B->cols[2]), as_bytes(&B->cols[3]), as_bytes(&B->cols[4]),
+                           as_bytes(&B->cols[5]), as_bytes(&B->cols[6]), as_bytes(&B->cols[7]),
+                           as_bytes(&B->rrec), as_bytes(&B->rcol), as_bytes(&B->rsc));
+    goto done;
+bail:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    free(map);
+    for (int i = 0; i < 4; i++) local_free(&B->loc[i]);
+    for (int i = 0; i < 8; i++) free(B->cols[i].data);
+    free(B->rrec.data);
+    free(B->rcol.data);
+    free(B->rsc.data);
+    free(B->refs.refs);
+    free(B->short_refs.refs);
+    free(B->nums.v);
+    free(B);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *tables(PyObject *self, PyObject *unused) {
+    Tables *ts = calloc(1, sizeof(Tables));
+    if (!ts) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(ts, "skillaudit._scan.tables", tables_free);
+    if (!capsule) free(ts);
+    return capsule;
+}
+
+static PyMethodDef methods[] = {
+    {"tables", tables, METH_NOARGS,
+     "tables() -> capsule\n\nThe id caches scan() keeps between calls for one set of vocabularies."},
+    {"scan", scan, METH_VARARGS, scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_scan", "Column scanner for plain run-log records (see runs.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    init_stop();
+    return PyModule_Create(&module);
+}
