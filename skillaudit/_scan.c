@@ -732,13 +732,16 @@ static int retrievals(Cur *c, Refs *refs, int *nonempty) {
 }
 
 enum { K_TASK = 1, K_COND = 2, K_CORRECT = 4, K_EPOCH = 8, K_MODEL = 16, K_BENCH = 32,
-       K_RETS = 64, K_INV = 128, K_ERROR = 256, K_SHORT = 512 };
+       K_RETS = 64, K_INV = 128, K_ERROR = 256, K_SHORT = 512, K_ANSWER = 1024 };
 
 typedef struct {
     const char *task, *model, *bench;
     Py_ssize_t task_n, model_n, bench_n;
     int64_t epoch;
     int enabled, correct, invoked, error, nonempty, shorthand;
+    const char *answer; /* the raw text of a string answer (NULL: none, or not a string) */
+    Py_ssize_t answer_n;
+    int answer_esc;
 } Rec;
 
 static int condition_of(const char *s, Py_ssize_t n) {
@@ -794,6 +797,9 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
     r->error = 0;
     r->nonempty = 0;
     r->shorthand = 0;
+    r->answer = NULL;
+    r->answer_n = 0;
+    r->answer_esc = 0;
     ws(c);
     if (c->p >= c->end || *c->p != '{') return BAIL;
     c->p++;
@@ -818,6 +824,7 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
         KEY("invoked", K_INV);
         KEY("error", K_ERROR);
         KEY("retrieved", K_SHORT);
+        KEY("answer", K_ANSWER);
 #undef KEY
         if (key & seen) return BAIL;
         seen |= key;
@@ -852,6 +859,13 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
         case K_SHORT:
             if (shorthand(c, short_refs, &r->shorthand) < 0) return BAIL;
             break;
+        case K_ANSWER:
+            if (c->p < c->end && *c->p == '"') {
+                if (string_span(c, &r->answer, &r->answer_n, &r->answer_esc) < 0) return BAIL;
+            } else if (skip_value(c, 1) < 0) {
+                return BAIL;
+            }
+            break;
         case K_ERROR:
             r->error = !(c->p < c->end && *c->p == 'n');
             if (skip_value(c, 1) < 0) return BAIL;
@@ -879,14 +893,16 @@ enum { OK = 0, BAILED = 1, NOMEM = 2 };
 
 typedef struct {
     Local loc[4]; /* models, benchmarks, tasks, skills */
-    Buf cols[8], rrec, rcol, rsc;
+    Buf cols[11], rrec, rcol, rsc;
     Refs refs, short_refs;
     Nums nums;
     int64_t nrec;
+    const char *start;
 } Block;
 
 /* Parse every line of the block into local-id columns; no Python API is called (the GIL is free). */
 static int parse_block(const char *p, const char *end, Block *B) {
+    B->start = p;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *stop = nl ? nl : end;
@@ -909,6 +925,11 @@ static int parse_block(const char *p, const char *end, Block *B) {
         if (buf_put(&cols[0], &m, 4) || buf_put(&cols[1], &b, 4) || buf_put(&cols[2], &t, 4) ||
             buf_put(&cols[3], &r.epoch, 8) || buf_put(&cols[4], &en, 1) || buf_put(&cols[5], &ok, 1) ||
             buf_put(&cols[6], &err, 1) || buf_put(&cols[7], &inv, 1))
+            return NOMEM;
+        /* a string answer: where its raw text is in the block (the caller decodes the few it needs) */
+        int64_t a_off = r.answer ? (int64_t)(r.answer - B->start) : -1, a_len = r.answer_n;
+        uint8_t a_esc = (uint8_t)r.answer_esc;
+        if (buf_put(&cols[8], &a_off, 8) || buf_put(&cols[9], &a_len, 8) || buf_put(&cols[10], &a_esc, 1))
             return NOMEM;
         for (size_t i = 0; i < B->short_refs.len; i++) /* the shorthand's ids come after the calls' */
             if (refs_put(&B->refs, B->short_refs.refs[i].s, B->short_refs.refs[i].n, NAN) < 0) return NOMEM;
@@ -938,7 +959,9 @@ PyDoc_STRVAR(scan_doc,
 "Per-record columns of a block of whole JSON Lines, or None when a line is not in the plain shape\n"
 "(the vocabularies are then unchanged). The columns are bytes of native arrays: n, model, benchmark,\n"
 "task (int32), epoch (int64), enabled, correct, error, invoked (uint8), and per retrieved skill of an\n"
-"enabled record, in order of appearance: record (int64), skill (int64), score (float64, nan if none).\n"
+"enabled record, in order of appearance: record (int64), skill (int64), score (float64, nan if none);\n"
+"then per record the answer's raw text, when it is a string: offset in the block (int64, -1 if\n"
+"none), length (int64) and whether it holds escapes (uint8).\n"
 "The parsing runs without the GIL, so threads can scan blocks in parallel.");
 
 static PyObject *scan(PyObject *self, PyObject *args) {
@@ -1000,10 +1023,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             for (size_t r = 0; r < nref; r++) col[r] = map[col[r]];
         }
     }
-    result = Py_BuildValue("(LNNNNNNNNNNN)", (long long)B->nrec, as_bytes(&B->cols[0]), as_bytes(&B->cols[1]),
-                           as_bytes(&B->cols[2]), as_bytes(&B->cols[3]), as_bytes(&B->cols[4]),
-                           as_bytes(&B->cols[5]), as_bytes(&B->cols[6]), as_bytes(&B->cols[7]),
-                           as_bytes(&B->rrec), as_bytes(&B->rcol), as_bytes(&B->rsc));
+    result = Py_BuildValue("(LNNNNNNNNNNNNNN)", (long long)B->nrec, as_bytes(&B->cols[0]),
+                           as_bytes(&B->cols[1]), as_bytes(&B->cols[2]), as_bytes(&B->cols[3]),
+                           as_bytes(&B->cols[4]), as_bytes(&B->cols[5]), as_bytes(&B->cols[6]),
+                           as_bytes(&B->cols[7]), as_bytes(&B->rrec), as_bytes(&B->rcol), as_bytes(&B->rsc),
+                           as_bytes(&B->cols[8]), as_bytes(&B->cols[9]), as_bytes(&B->cols[10]));
     goto done;
 bail:
     result = Py_None;
@@ -1011,7 +1035,7 @@ bail:
 done:
     free(map);
     for (int i = 0; i < 4; i++) local_free(&B->loc[i]);
-    for (int i = 0; i < 8; i++) free(B->cols[i].data);
+    for (int i = 0; i < 11; i++) free(B->cols[i].data);
     free(B->rrec.data);
     free(B->rcol.data);
     free(B->rsc.data);

@@ -353,8 +353,7 @@ class _State:
         self.ret: dict[str, list[np.ndarray]] = {k: [] for k in _RET_DTYPES}
         self.n = 0  # records so far
         self.names: dict[int, str] = {}
-        # the C scanner's id caches (it does not read answers: only when adherence is not reported)
-        self.tables = _scan.tables() if _scan is not None and not adherence else None
+        self.tables = _scan.tables() if _scan is not None else None  # the C scanner's id caches
 
 
 # per-record columns: model, benchmark, task (vocabulary ids), epoch, condition (1 enabled),
@@ -477,23 +476,42 @@ def _add_retrieved(st: _State, base: int, pos: np.ndarray, col: np.ndarray,
     return gpos, grec, bounds
 
 
-def _ingest_scanned(st: _State, cols: tuple, lineno: int, file_ix: int) -> None:
+def _ingest_scanned(st: _State, cols: tuple, blob: bytes | memoryview, lineno: int, file_ix: int) -> None:
     """Append a block the C scanner read: its columns, one record per line from line `lineno`."""
-    n, m, b, t, e, en, ok, err, inv, r_rec, r_col, r_sc = cols
+    n, m, b, t, e, en, ok, err, inv, r_rec, r_col, r_sc, a_off, a_len, a_esc = cols
     c = st.chunks
     for k, raw in (("m", m), ("b", b), ("t", t)):
         c[k].append(np.frombuffer(raw, np.int32))
     c["e"].append(np.frombuffer(e, np.int64))
-    for k, raw in (("en", en), ("ok", ok), ("err", err), ("inv", inv)):
-        c[k].append(np.frombuffer(raw, np.uint8).view(bool))
+    enabled = np.frombuffer(en, np.uint8).view(bool)
+    for k, arr in (("en", enabled), ("ok", ok), ("err", err), ("inv", inv)):
+        c[k].append(arr if k == "en" else np.frombuffer(arr, np.uint8).view(bool))
     c["file"].append(np.full(n, file_ix, np.int32))
     c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64))
-    c["adh"].append(np.full(n, ADHERENCE_UNKNOWN, np.int8))
+    adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
+    c["adh"].append(adh)
     base = st.n
     st.n += n
-    if r_rec:
-        _add_retrieved(st, base, np.frombuffer(r_rec, np.int64), np.frombuffer(r_col, np.int64),
-                       np.frombuffer(r_sc, np.float64))
+    answered = None
+    if st.adherence:  # an enabled run with a non-empty string answer: 0, or 1 below
+        off, length = np.frombuffer(a_off, np.int64), np.frombuffer(a_len, np.int64)
+        answered = enabled & (off >= 0) & (length > 0)
+        adh[answered] = 0
+    if not r_rec:
+        return
+    col = np.frombuffer(r_col, np.int64)
+    gpos, grec, bounds = _add_retrieved(st, base, np.frombuffer(r_rec, np.int64), col, np.frombuffer(r_sc, np.float64))
+    if answered is None:
+        return
+    names = list(st.skills)  # an id's name: the vocabulary is numbered in insertion order
+    gids = [names[j] for j in col[gpos].tolist()]
+    esc = np.frombuffer(a_esc, np.uint8)
+    lo = np.r_[bounds, grec.size].tolist()
+    for j, k in enumerate(grec[bounds].tolist()):
+        if answered[k]:
+            o, ln = int(off[k]), int(length[k])
+            text = orjson.loads(blob[o - 1:o + ln + 1]) if esc[k] else bytes(blob[o:o + ln]).decode()
+            adh[k] = st.code.adhered(text, gids[lo[j]:lo[j + 1]])
 
 
 def _valid_utf8(chunk: bytes) -> bool:
@@ -617,7 +635,7 @@ def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) 
     if st.tables is not None:
         cols = _scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables)
         if cols is not None:
-            _ingest_scanned(st, cols, lineno, file_ix)
+            _ingest_scanned(st, cols, blob, lineno, file_ix)
             return cols[0]
     lines = io.BytesIO(blob).readlines()
     _feed_block(st, lines, lineno, file_ix)
@@ -929,7 +947,7 @@ def _parse_parallel(units: list[tuple[str, int, int, int | None]], jobs: int, co
     from concurrent.futures.process import BrokenProcessPool
 
     args = [(*u, code, adherence) for u in units]
-    if _scan is not None and not adherence:
+    if _scan is not None:
         with ThreadPoolExecutor(max_workers=min(jobs, len(units))) as threads:
             return list(threads.map(_parse_one, args))
     try:

@@ -136,6 +136,18 @@ def test_errors_in_a_later_byte_range_keep_their_line_numbers(write_jsonl, tmp_p
             assert str(err.value) == expected, (name, jobs)
 
 
+def test_the_scanner_parses_in_threads(three_files, monkeypatch):
+    """With the C scanner (which frees the GIL) --jobs starts threads, not processes, with the same result."""
+    import skillaudit.runs as runs_mod
+
+    def no_processes(*a, **k):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_processes)
+    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
+    assert_same(load_runs(three_files, jobs=1), load_runs(three_files, jobs=3))
+
+
 def test_auto_jobs_stays_in_process_for_small_logs(three_files):
     """jobs=0 uses one process below 8 MB of logs, so small audits pay no start-up cost."""
     from skillaudit.runs import _auto_jobs, _file_sizes
@@ -145,7 +157,7 @@ def test_auto_jobs_stays_in_process_for_small_logs(three_files):
 
 
 def test_workers_that_cannot_run_fall_back_to_reading_in_process(three_files, monkeypatch):
-    """When the worker pool breaks, the logs are read in-process with the same result."""
+    """Without the C scanner workers are processes; when their pool breaks, the logs are read in-process, same result."""
     from concurrent.futures.process import BrokenProcessPool
 
     import skillaudit.runs as runs_mod
@@ -159,5 +171,6 @@ def test_workers_that_cannot_run_fall_back_to_reading_in_process(three_files, mo
 
     monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", Broken)
     monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
+    monkeypatch.setattr(runs_mod, "_scan", None)  # the scanner parses in threads, msgspec in processes
     assert_same(load_runs(three_files, jobs=1), load_runs(three_files, jobs=2))
     assert tried == [1]

@@ -23,11 +23,14 @@ def test_the_scanner_is_built():
 
     assert runs._scan is _scan
     assert runs._State(runs._CodeLines(None), adherence=False).tables is not None
-    assert runs._State(runs._CodeLines(None), adherence=True).tables is None  # answers: msgspec
 
 
-def _read(blob: bytes, scanner: bool) -> tuple[int | None, dict]:
-    st = runs._State(runs._CodeLines(None), adherence=False)
+_CODE = "return sorted(set(values))"
+_LIB = Library(skills=(Skill(id="s3", name="s3", description="d", body=f"```python\n{_CODE}\n```"),))
+
+
+def _read(blob: bytes, scanner: bool, adherence: bool = False) -> tuple[int | None, dict]:
+    st = runs._State(runs._CodeLines(_LIB), adherence=adherence)
     if not scanner:
         st.tables = None
     st.names[0] = "f.jsonl"
@@ -64,12 +67,13 @@ def scan_calls(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_scanned_logs_equal_a_plain_json_reference(write_jsonl, scan_calls, seed):
-    """Messy but plain records (every field, aliases, shorthand, scores or none) read by the scanner match json.loads."""
+@pytest.mark.parametrize("adherence", [True, False])
+def test_scanned_logs_equal_a_plain_json_reference(write_jsonl, scan_calls, seed, adherence):
+    """Messy but plain records (every field, aliases, shorthand, scores, answers) read by the scanner match json.loads."""
     path = write_jsonl(_messy_records(np.random.default_rng(seed), 400))
-    runs_ = load_runs([path], adherence=False)
+    runs_ = load_runs([path], library=_LIB, adherence=adherence)
     assert scan_calls == {"read": 1, "bailed": 0}
-    ref = _reference(path, "unused", adherence=False)
+    ref = _reference(path, _CODE, adherence=adherence)
     assert (runs_.models, runs_.benchmarks, runs_.tasks, runs_.skills) == tuple(ref["vocab"].values())
     assert runs_.n_pairs == len(ref["pairs"]) > 100
     ranks, scores = runs_.ranks.tocsr(), runs_.scores.tocsr()
@@ -78,6 +82,7 @@ def test_scanned_logs_equal_a_plain_json_reference(write_jsonl, scan_calls, seed
                int(runs_.epoch[i]))
         want = ref["pairs"][key]
         assert (runs_.y_pos[i], runs_.y_neg[i], runs_.invoked[i]) == (want["pos"], want["neg"], want["invoked"])
+        assert runs_.adhered[i] == want["adhered"]
         row = slice(ranks.indptr[i], ranks.indptr[i + 1])
         got = sorted(zip(ranks.data[row], ranks.indices[row], scores.data[row], strict=True))
         assert [runs_.skills[j] for _, j, _ in got] == [sid for sid, _ in want["got"]]
@@ -161,7 +166,8 @@ def _block(rng: random.Random, n: int) -> bytes:
             rec["meta"] = {"latency_s": rng.choice([1.5, 1e-05, 120, -0.0]), "tokens": rng.randrange(1 << 20),
                            "note": rng.choice(["ok", "caf\u00e9 \u2603", "tab\there", "q\"uote", "\U0001f600"])}
         if rng.random() < 0.2:
-            rec["answer"] = rng.choice(["def f():\n    return 1\n", "\u00fcber", None, {"code": "x"}])
+            rec["answer"] = rng.choice(["def f():\n    return 1\n", "\u00fcber", None, {"code": "x"}, "",
+                                        f"x = 1\n    {_CODE}\n", "uses s3", "\u00e9 s3 \t"])
         if rng.random() < 0.2:
             rec["error"] = rng.choice([None, False, 0, "", {}, [], "timeout", {"type": "x"}])
         if rng.random() < 0.2:  # ids that JSON escapes (always, or only with ensure_ascii)
@@ -188,7 +194,8 @@ def test_scanner_reads_every_block_as_msgspec_and_the_exact_path_do():
         blob = _block(rng, rng.choice([2, 2, 4, 10]))
         if rng.random() < 0.05:
             blob = blob.replace(b"s1", b"s\xff", 1)  # invalid UTF-8
-        got, want = _read(blob, scanner=True), _read(blob, scanner=False)
+        adherence = rng.random() < 0.5
+        got, want = _read(blob, True, adherence), _read(blob, False, adherence)
         assert got[0] == want[0]
         _assert_same_part(got[1], want[1])
         errors += want[1]["error"] is not None
@@ -318,6 +325,7 @@ def test_edge_lines_read_as_the_other_paths_read_them(line):
     """Each odd line, alone and after a plain one, gives the same records or the same error with or without the scanner."""
     plain = '{"task_id":"p","condition":"off","correct":true}'
     for blob in (line.encode(), f"{plain}\n{line}\n".encode()):
-        got, want = _read(blob, scanner=True), _read(blob, scanner=False)
-        assert got[0] == want[0]
-        _assert_same_part(got[1], want[1])
+        for adherence in (False, True):
+            got, want = _read(blob, True, adherence), _read(blob, False, adherence)
+            assert got[0] == want[0]
+            _assert_same_part(got[1], want[1])
