@@ -7,14 +7,15 @@ lists every problem. Skill id = `name`.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from .errors import LibraryError
 
@@ -144,11 +145,6 @@ def _check_fields(meta: dict[str, Any], where: str, folder: str | None) -> list[
     return out
 
 
-# libyaml's parser when pyyaml was built with it (14x faster on 2,000 skills); errors are re-raised
-# by the pure-Python parser so that messages and line numbers do not depend on the build.
-_FAST_LOADER = getattr(yaml, "CSafeLoader", None)
-
-
 # Front matter that is only `key: plain text` lines (most SKILL.md files) is read without a YAML
 # parser: the same mapping YAML gives, for the subset where that is certain - ASCII values that
 # start with a letter, with no ": ", " #", trailing ":" or tab, and that are not one of YAML 1.1's
@@ -174,23 +170,57 @@ def _simple_front_matter(text: str) -> dict[str, str] | None:
 
 
 def _yaml_load(text: str) -> Any:
-    simple = _simple_front_matter(text)
-    if simple is not None:
-        return simple
-    if _FAST_LOADER is not None:
+    """`yaml.safe_load(text)`, by libyaml's parser when pyyaml was built with it.
+
+    libyaml is 14x faster on 2,000 skills; its errors are re-raised by the pure-Python parser so
+    that messages and line numbers do not depend on the build.
+    """
+    import yaml
+
+    fast_loader = getattr(yaml, "CSafeLoader", None)
+    if fast_loader is not None:
         try:
-            return yaml.load(text, Loader=_FAST_LOADER)  # CSafeLoader: the safe loader, in C
+            return yaml.load(text, Loader=fast_loader)  # CSafeLoader: the safe loader, in C
         except yaml.YAMLError:
             pass
     return yaml.safe_load(text)
 
 
-def _parse_skill_md(path: Path, folder: str | None) -> tuple[Skill | None, list[Problem]]:
-    where = str(path)
+# O_NONBLOCK: a FIFO named SKILL.md is opened and then skipped as not a regular file, instead of
+# the open waiting for a writer (regular files ignore the flag)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_regular(fd: int) -> bytes | None:
+    """The bytes of open file `fd`, None when it is not a regular file."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return None
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse_skill_md(where: str, folder: str | None) -> tuple[Skill | None, list[Problem]] | None:
+    """Parse the SKILL.md at `where`; None when it is not a regular file (the folder is skipped).
+
+    One open and fstat per skill instead of pathlib's stat, then open, fstat and seeks; only a
+    failed open asks `Path.is_file`, so what is skipped, reported or raised stays pathlib's call.
+    """
     try:
-        raw = path.read_bytes()
+        fd = os.open(where, _OPEN_FLAGS)
+    except OSError as exc:
+        if not Path(where).is_file():
+            return None
+        return None, [Problem(where, f"cannot read: {exc.strerror or exc}")]
+    try:
+        raw = _read_regular(fd)
     except OSError as exc:
         return None, [Problem(where, f"cannot read: {exc.strerror or exc}")]
+    finally:
+        os.close(fd)
+    if raw is None:
+        return None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -198,11 +228,15 @@ def _parse_skill_md(path: Path, folder: str | None) -> tuple[Skill | None, list[
     fm, body, _ = split_front_matter(text)
     if fm is None:
         return None, [Problem(f"{where}:1", "no YAML front matter (a '---' block at the top)")]
-    try:
-        meta = _yaml_load(fm) or {}
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 2
-        return None, [Problem(f"{where}:{line}", f"invalid YAML front matter: {getattr(exc, 'problem', exc)}")]
+    meta: Any = _simple_front_matter(fm)
+    if meta is None:
+        import yaml  # here, not at the top: 20 ms of imports that plain `key: text` libraries skip
+
+        try:
+            meta = _yaml_load(fm) or {}
+        except yaml.YAMLError as exc:
+            line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 2
+            return None, [Problem(f"{where}:{line}", f"invalid YAML front matter: {getattr(exc, 'problem', exc)}")]
     if not isinstance(meta, dict):
         return None, [Problem(f"{where}:2", "front matter must be a mapping")]
     problems = _check_fields(meta, where, folder)
@@ -226,17 +260,36 @@ def _parse_skill_md(path: Path, folder: str | None) -> tuple[Skill | None, list[
     return skill, problems
 
 
+def _skill_folders(root: Path) -> list[str]:
+    """Names of the non-hidden subfolders of `root`, in the order sorting their Paths gives."""
+    names = []
+    with os.scandir(root) as entries:  # the entry type comes with the listing: no stat per folder
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError:  # e.g. a symlink loop: pathlib's rules decide
+                is_dir = Path(entry.path).is_dir()
+            if is_dir:
+                names.append(entry.name)
+    # siblings' Paths compare by their (case-folded on Windows) names
+    return sorted(names, key=os.path.normcase)
+
+
 def _scan_folder(root: Path) -> Iterator[tuple[Skill | None, list[Problem]]]:
     found = False
-    for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        md = sub / "SKILL.md"
-        if not md.is_file():
-            continue
+    # str(root / name / "SKILL.md") without three Paths per skill: pathlib's spelling of the parent
+    prefix = str(root / "_")[:-1]
+    for name in _skill_folders(root):
+        parsed = _parse_skill_md(f"{prefix}{name}{os.sep}SKILL.md", name)
+        if parsed is not None:
+            found = True
+            yield parsed
+    parsed = _parse_skill_md(str(root / "SKILL.md"), root.name)
+    if parsed is not None:
         found = True
-        yield _parse_skill_md(md, sub.name)
-    if (root / "SKILL.md").is_file():
-        found = True
-        yield _parse_skill_md(root / "SKILL.md", root.name)
+        yield parsed
     if not found:
         yield None, [Problem(str(root), "no <name>/SKILL.md files found")]
 

@@ -142,3 +142,29 @@ def test_plain_front_matter_shortcut_equals_yaml():
     assert accepted > 3000  # the shortcut is actually exercised
     assert _simple_front_matter("name: a\ndescription: yes\n") is None
     assert _simple_front_matter("name: a\nmetadata:\n  k: v\n") is None
+
+
+def test_folder_scan_skips_what_is_not_a_skill_and_spells_paths_like_pathlib(tmp_path, monkeypatch):
+    """Hidden folders, plain files, folders without SKILL.md and a SKILL.md that is a folder or a
+    FIFO are skipped; a symlinked folder is read; skill paths are spelled as pathlib spells them."""
+    import os
+
+    make_skill(tmp_path, "beta", "B skill.", "Body b\n")
+    make_skill(tmp_path, "alpha", "A skill.", "Body a\n")
+    make_skill(tmp_path, ".hidden", "H skill.", "Body h\n")
+    (tmp_path / "plain.txt").write_text("x")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "dir-md" / "SKILL.md").mkdir(parents=True)
+    if hasattr(os, "mkfifo"):
+        (tmp_path / "fifo").mkdir()
+        os.mkfifo(tmp_path / "fifo" / "SKILL.md")
+    (tmp_path / "linked").symlink_to(tmp_path / "alpha")
+    monkeypatch.chdir(tmp_path)
+    for spelling in (".", "./", str(tmp_path) + "/"):
+        lib = load_library(spelling)
+        assert [s.path for s in lib] == [str(Path(spelling) / n / "SKILL.md") for n in ("alpha", "beta")]
+        assert lib.warnings == (
+            f"{Path(spelling) / 'linked' / 'SKILL.md'}: name 'alpha' does not match its folder 'linked'",
+            f"{Path(spelling) / 'linked' / 'SKILL.md'}: duplicate skill id 'alpha' (also "
+            f"{Path(spelling) / 'alpha' / 'SKILL.md'})",
+        )
