@@ -21,7 +21,7 @@ Everything is sparse matrix products over the pair x skill matrix; no per-pair P
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,8 @@ class SkillEffectRegression:
     Attributes after fit: `coef_` (p,), `coef_ci_` (p x 2), `coef_p_` (p,) two-sided bootstrap
     p-values, `identifiable_` (p,) bool, `aliases_` list of index arrays per column (other columns
     it cannot be told apart from), `alias_coef_` (p,), `alias_coef_ci_` (p x 2),
-    `boot_coef_` (n_boot x p) resampled coefficients.
+    `boot_coef_` (n_boot x p) resampled coefficients, `gram_` X'X (p x p CSR, the co-occurrence
+    counts of the columns over the rows fitted).
     The point estimate is the ridge solution (Z'Z + alpha I)^-1 Z'y on the merged columns, the
     same as `sklearn.linear_model.Ridge(alpha, fit_intercept=False)`, from one Cholesky
     factorisation; each bootstrap resample solves the same normal equations with task
@@ -101,16 +102,19 @@ class SkillEffectRegression:
         self.n_features_in_ = p
         self.interval_method_: str | None = None
 
-        col_n = np.asarray(X.sum(axis=0)).ravel()
-        members, col_group = _identical_columns(X, col_n)
+        # X'X is the one n-row product: it shows which columns are identical, restricted to one
+        # column per group it is the merged design's Gram matrix Z'Z, and `attribute` reuses it as
+        # the co-retrieval counts. A row listing a column twice (non-canonical X) spoils the first
+        # two, so such an X goes through the merged design Z as before.
+        gram = (X.T @ X).tocsr()
+        self.gram_ = gram
+        exact = X.has_canonical_format
+        if exact:
+            members, col_group = _identical_columns_of(gram)
+        else:
+            members, col_group = _identical_columns(X, np.asarray(X.sum(axis=0)).ravel())
         g = len(members)
-        # merged design: one column per group of identical (non-empty) columns
-        onehot = sp.csr_matrix(
-            (np.ones(len(col_group)), (np.arange(p), np.maximum(col_group, 0))), shape=(p, max(g, 1))
-        )
-        onehot = onehot.multiply((col_group >= 0)[:, None]).tocsr()
-        Z = (X @ onehot).tocsr()
-        Z.data[:] = 1.0
+        Z = None if exact else _merge_columns(X, col_group, g)
 
         coef_g = np.full(g, np.nan)
         ci_g = np.full((g, 2), np.nan)
@@ -118,26 +122,35 @@ class SkillEffectRegression:
         est_g = np.zeros(g, dtype=bool)
         boot_g = np.full((max(self.n_boot, 0), g), np.nan)
         if g and n:
+            if Z is None:
+                zgram = _merged_gram(gram, members)
+                has_own_row = _has_own_row(X, col_group, g)
+                # Z'y: a merged column is each of its members' columns (same rows, same sum order)
+                rhs = np.asarray(X.T @ y).ravel()[[cols[0] for cols in members]]
+            else:
+                zgram = (Z.T @ Z).tocsr()
+                single = np.diff(Z.indptr) == 1
+                has_own_row = np.bincount(Z.indices[np.repeat(single, np.diff(Z.indptr))], minlength=g) > 0
+                rhs = np.asarray(Z.T @ y).ravel()
             # a column retrieved alone in some row is zero in every null vector of Z, so only the
             # columns without such a row can be entangled: the rank check looks at those alone
-            single = np.diff(Z.indptr) == 1
-            has_own_row = np.bincount(Z.indices[np.repeat(single, np.diff(Z.indptr))], minlength=g) > 0
-            null = _null_space_of(Z, np.flatnonzero(~has_own_row))
+            null = _null_space_of(zgram, np.flatnonzero(~has_own_row))
             est_g = _estimable(null, g)
             factor = None
-            rhs = np.asarray(Z.T @ y).ravel()
             wide = g > _MAX_BOOT_SKILLS
-            coef_cg = _ridge_cg(Z, rhs, self.alpha) if wide and self.n_boot <= 0 and self.alpha > 0 else None
+            coef_cg = _ridge_cg(zgram, rhs, self.alpha) if wide and self.n_boot <= 0 and self.alpha > 0 else None
             if coef_cg is not None:
                 coef_g = coef_cg
             elif self.alpha > 0:
                 # Z'Z + alpha I in place: a 2,000-skill library holds one g x g matrix, not four
-                gram = (Z.T @ Z).toarray()
-                gram.flat[:: g + 1] += self.alpha
-                factor = linalg.cho_factor(gram, lower=True, overwrite_a=True, check_finite=False)
+                dense = zgram.toarray()
+                dense.flat[:: g + 1] += self.alpha
+                factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
                 coef_g = linalg.cho_solve(factor, rhs, check_finite=False)
             else:  # least squares; a rank-deficient design gets the minimum-norm solution
-                coef_g = linalg.lstsq((Z.T @ Z).toarray(), rhs, check_finite=False)[0]
+                coef_g = linalg.lstsq(zgram.toarray(), rhs, check_finite=False)[0]
+            if self.n_boot > 0 and Z is None:
+                Z = _merge_columns(X, col_group, g)
             if self.n_boot > 0 and wide and factor is not None:
                 # too wide for resampling: cluster-robust (task-level) sandwich interval instead
                 ci_g, p_g = _sandwich(Z, y, groups, coef_g, factor, self.level)
@@ -158,19 +171,25 @@ class SkillEffectRegression:
         alias_ci = np.full((p, 2), np.nan)
         aliases: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(p)]
         boot = np.full((boot_g.shape[0], p), np.nan)
-        dependent = _dependent_sets(null, est_g) if g and n else {}
-        for gi, cols in enumerate(members):
-            alone = len(cols) == 1 and est_g[gi]
-            for j in cols:
-                others = [k for k in cols if k != j]
-                for gj in dependent.get(gi, ()):
-                    others.extend(members[gj])
-                aliases[j] = np.array(sorted(set(others)), dtype=np.int64)
-                if alone:
-                    coef[j], ci[j], pv[j], ident[j] = coef_g[gi], ci_g[gi], p_g[gi], True
-                    boot[:, j] = boot_g[:, gi]
-                elif est_g[gi]:
-                    alias_coef[j], alias_ci[j] = coef_g[gi], ci_g[gi]
+        if g and n:
+            # whole-array copies from the merged columns; Python only for merged or entangled ones
+            dependent = _dependent_sets(null, est_g)
+            grp = np.maximum(col_group, 0)
+            used = col_group >= 0
+            size = np.bincount(col_group[used], minlength=g)
+            alone = used & ((size == 1) & est_g)[grp]
+            joint = used & ~alone & est_g[grp]
+            coef[alone], ci[alone], pv[alone] = coef_g[grp[alone]], ci_g[grp[alone]], p_g[grp[alone]]
+            ident[alone] = True
+            boot[:, alone] = boot_g[:, grp[alone]]
+            alias_coef[joint], alias_ci[joint] = coef_g[grp[joint]], ci_g[grp[joint]]
+            for gi in set(np.flatnonzero(size > 1).tolist()) | set(dependent):
+                cols = members[gi]
+                for j in cols:
+                    others = [k for k in cols if k != j]
+                    for gj in dependent.get(gi, ()):
+                        others.extend(members[gj])
+                    aliases[j] = np.array(sorted(set(others)), dtype=np.int64)
         self.coef_ = coef
         self.coef_ci_ = ci
         self.coef_p_ = pv
@@ -241,6 +260,51 @@ def _row_kron(Z: sp.csr_matrix) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, g * g))
 
 
+def _merge_columns(X: sp.csr_matrix, col_group: np.ndarray, g: int) -> sp.csr_matrix:
+    """The merged design Z: one 0/1 column per group of identical (non-empty) columns of X."""
+    p = X.shape[1]
+    onehot = sp.csr_matrix(
+        (np.ones(len(col_group)), (np.arange(p), np.maximum(col_group, 0))), shape=(p, max(g, 1))
+    )
+    onehot = onehot.multiply((col_group >= 0)[:, None]).tocsr()
+    Z = (X @ onehot).tocsr()
+    Z.data[:] = 1.0
+    return Z
+
+
+def _identical_columns_of(gram: sp.csr_matrix) -> tuple[list[list[int]], np.ndarray]:
+    """`_identical_columns` from X'X of a canonical 0/1 X, without a pass per column.
+
+    Columns a and b hold the same rows exactly when a'b = a'a = b'b.
+    """
+    p = gram.shape[0]
+    n_col = gram.diagonal()
+    row = np.repeat(np.arange(p), np.diff(gram.indptr))
+    same = (gram.data == n_col[row]) & (gram.data == n_col[gram.indices]) & (row != gram.indices)
+    first = np.arange(p)  # each column's first identical column (itself when it has none)
+    np.minimum.at(first, row[same], gram.indices[same])
+    col_group = np.full(p, -1, dtype=np.int64)
+    used = np.flatnonzero(n_col > 0)
+    heads, col_group[used] = np.unique(first[used], return_inverse=True)
+    members: list[list[int]] = [[] for _ in range(heads.size)]
+    for j, gi in zip(used.tolist(), col_group[used].tolist(), strict=True):
+        members[gi].append(j)
+    return members, col_group
+
+
+def _has_own_row(X: sp.csr_matrix, col_group: np.ndarray, g: int) -> np.ndarray:
+    """Bool per merged column: some row of canonical X retrieves it alone (a row of Z with one entry).
+
+    A row holding one member of a group holds all of them (identical columns), so it holds that
+    group alone exactly when its length is the group's size: one look per row, not per entry.
+    """
+    length = np.diff(X.indptr)
+    nonempty = length > 0
+    grp = col_group[X.indices[X.indptr[:-1][nonempty]]]  # the group of each row's first entry
+    size = np.bincount(col_group[col_group >= 0], minlength=g)
+    return np.bincount(grp[length[nonempty] == size[grp]], minlength=g) > 0
+
+
 def _identical_columns(X: sp.csr_matrix, col_n: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
     """Groups of identical non-empty columns (by their row sets) and each column's group (-1 = empty)."""
     p = X.shape[1]
@@ -262,7 +326,21 @@ def _identical_columns(X: sp.csr_matrix, col_n: np.ndarray) -> tuple[list[list[i
     return members, col_group
 
 
-def _ridge_cg(Z: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray | None:
+def _merged_gram(gram: sp.csr_matrix, members: list[list[int]]) -> sp.csr_matrix:
+    """Z'Z of the merged design from X'X (0/1 X without repeated entries), in canonical CSR form.
+
+    A merged column equals each of its members' columns, so Z'Z is X'X restricted to one member
+    per group: the same matrix, entry for entry and in the same order, as (Z.T @ Z).tocsr().
+    """
+    first = np.array([cols[0] for cols in members], dtype=np.int64)
+    if first.size == gram.shape[0]:  # every column non-empty and distinct: Z is X
+        return gram
+    out = gram[first][:, first].tocsr()
+    out.sort_indices()
+    return out
+
+
+def _ridge_cg(gram: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray | None:
     """(Z'Z + alpha I)^-1 rhs by Jacobi-preconditioned conjugate gradients on the sparse Gram matrix.
 
     For wide libraries a dense Cholesky costs O(g^3) (about a second at 2,000 skills on two cores);
@@ -271,26 +349,25 @@ def _ridge_cg(Z: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray | N
     """
     from scipy.sparse import linalg as sla
 
-    a = (Z.T @ Z).tocsr() + alpha * sp.identity(Z.shape[1], format="csr")
+    a = gram + alpha * sp.identity(gram.shape[0], format="csr")
     diag = a.diagonal()
     pre = sla.LinearOperator(a.shape, matvec=lambda v: v / diag, dtype=np.float64)
     x, info = sla.cg(a, rhs, rtol=1e-12, atol=0.0, M=pre, maxiter=10 * a.shape[0])
     return x if info == 0 else None
 
 
-def _null_space_of(Z: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
-    """Null-space basis of Z (g x k), given that only `cols` can be nonzero in a null vector.
+def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
+    """Null-space basis of Z (g x k) from Z'Z, given that only `cols` can be nonzero in a null vector.
 
     Columns that never share a row are independent blocks of Z[:, cols], so the null space is the
     direct sum of the blocks' null spaces: many small factorisations instead of one large one.
     """
     from scipy.sparse.csgraph import connected_components
 
-    g = Z.shape[1]
+    g = zgram.shape[1]
     if cols.size == 0:
         return np.zeros((g, 0))
-    sub = Z[:, cols].tocsc()
-    gram = (sub.T @ sub).tocsr()
+    gram = zgram[cols][:, cols].tocsr()
     n_comp, label = connected_components(gram, directed=False)
     blocks = []
     order = np.argsort(label, kind="stable")
@@ -386,8 +463,20 @@ def _boot_p(samples: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- results
-def _num(x: Any) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)
+def _nums(x: np.ndarray) -> list[float | None]:
+    """Each element of a float array as a Python float, None where it is not finite."""
+    return [v if ok else None for v, ok in zip(x.tolist(), np.isfinite(x).tolist(), strict=True)]
+
+
+def _dataclass_rows(cls: type, columns: dict[str, list[Any]]) -> list[Any]:
+    """`cls(**row)` for each row of `columns` (one value list per field)."""
+    names = tuple(columns)
+    return [cls(**dict(zip(names, row, strict=True))) for row in zip(*columns.values(), strict=True)]
+
+
+def _pairs(x: np.ndarray) -> list[tuple[float, float] | None]:
+    """Each row of an n x 2 float array as a tuple, None where it is not all finite."""
+    return [tuple(v) if ok else None for v, ok in zip(x.tolist(), np.isfinite(x).all(axis=1).tolist(), strict=True)]
 
 
 @dataclass(frozen=True)
@@ -534,11 +623,14 @@ def attribute(
     f = runs.flip.astype(np.float64)
     pos = (f > 0).astype(np.float64)
     neg = (f < 0).astype(np.float64)
-    k = runs.n_skills_retrieved
-    single = (k == 1).astype(np.float64)
-    cols = np.column_stack([np.ones_like(f), pos, neg, single, single * pos, single * neg, f])
-    counts = np.asarray(X.T @ cols)  # p x 7
-    n_k, b_k, c_k, ex_n, ex_b, ex_c = (np.rint(counts[:, i]).astype(np.int64) for i in range(6))
+    # exposure counts: X's entries counted by skill and by their pair's class (no flip, rescue,
+    # harm; +3 when the skill was retrieved alone) in one bincount, not X' @ a pairs x 7 matrix
+    pair_class = (f > 0) + 2 * (f < 0) + 3 * (runs.n_skills_retrieved == 1)
+    by_class = np.bincount(np.repeat(pair_class, np.diff(X.indptr)) * p + X.indices, minlength=6 * p)
+    by_class = by_class.reshape(6, p).astype(np.int64)
+    n_k, ex_n = by_class.sum(axis=0), by_class[3:].sum(axis=0)
+    b_k, c_k = by_class[1] + by_class[4], by_class[2] + by_class[5]
+    ex_b, ex_c = by_class[4], by_class[5]
     share = np.asarray(W.T @ f).ravel()
     retrieved = n_k > 0
     pvals = np.where(retrieved, mcnemar_exact(b_k, c_k), np.nan)
@@ -555,39 +647,40 @@ def attribute(
 
     reg: SkillEffectRegression | None = None
     coef_q = np.full(p, np.nan)
+    co: sp.csr_matrix | None = None
     if regression:
         rows = np.flatnonzero(in_cond)
+        x_call = X[rows]
         reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
-        reg.fit(X[rows], f[rows], groups=runs.unit_ids()[rows])
+        # the bootstrap units matter only to an interval (np.unique over every pair is 10 ms)
+        groups = runs.unit_ids()[rows] if n_boot > 0 else None
+        reg.fit(x_call, f[rows], groups=groups)
         coef_q = bh_qvalues(np.where(reg.identifiable_, reg.coef_p_, np.nan))
+        if x_call.nnz == X.nnz:  # every retrieval is in S_call: the fit's X'X is all of them
+            co = reg.gram_
+    if co is None:
+        co = (X.T @ X).tocsr()  # sparse: a 20,000-skill library would not fit as a dense matrix
 
     lib_set = set(lib_ids)
-    rows_out = []
-    for j, sid in enumerate(ids):
-        kw: dict[str, Any] = {}
-        if reg is not None:
-            ci = reg.coef_ci_[j]
-            aci = reg.alias_coef_ci_[j]
-            kw = {
-                "coef": _num(reg.coef_[j]),
-                "coef_ci": (float(ci[0]), float(ci[1])) if np.isfinite(ci).all() else None,
-                "coef_q": _num(coef_q[j]),
-                "identifiable": bool(reg.identifiable_[j]),
-                "aliases": tuple(ids[a] for a in reg.aliases_[j]),
-                "alias_coef": _num(reg.alias_coef_[j]),
-                "alias_coef_ci": (float(aci[0]), float(aci[1])) if np.isfinite(aci).all() else None,
-            }
-        rows_out.append(
-            SkillAttribution(
-                skill_id=sid, n_retrieved=int(n_k[j]), b=int(b_k[j]), c=int(c_k[j]),
-                net=int(b_k[j] - c_k[j]), share=float(share[j]), rae_k=_num(rae[j]),
-                p_value=_num(pvals[j]), q_value=_num(qvals[j]), exclusive_n=int(ex_n[j]),
-                exclusive_b=int(ex_b[j]), exclusive_c=int(ex_c[j]),
-                in_library=(sid in lib_set) if library is not None else None, **kw,
-            )
-        )
+    # one value list per field, in field order: one conversion per column, not per skill
+    columns: dict[str, list[Any]] = {
+        "skill_id": list(ids), "n_retrieved": n_k.tolist(), "b": b_k.tolist(), "c": c_k.tolist(),
+        "net": (b_k - c_k).tolist(), "share": share.tolist(), "rae_k": _nums(rae),
+        "p_value": _nums(pvals), "q_value": _nums(qvals), "exclusive_n": ex_n.tolist(),
+        "exclusive_b": ex_b.tolist(), "exclusive_c": ex_c.tolist(),
+        "in_library": [sid in lib_set for sid in ids] if library is not None else [None] * p,
+    }
+    if reg is not None:
+        columns |= {
+            "coef": _nums(reg.coef_), "coef_ci": _pairs(reg.coef_ci_), "coef_q": _nums(coef_q),
+            "identifiable": reg.identifiable_.tolist(),
+            "aliases": [tuple(ids[a] for a in al.tolist()) if al.size else () for al in reg.aliases_],
+            "alias_coef": _nums(reg.alias_coef_), "alias_coef_ci": _pairs(reg.alias_coef_ci_),
+        }
+    else:
+        columns |= {fd.name: [fd.default] * p for fd in fields(SkillAttribution) if fd.name not in columns}
+    rows_out = _dataclass_rows(SkillAttribution, columns)
     rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
-    co = (X.T @ X).tocsr()  # sparse: a 20,000-skill library would not fit as a dense matrix
     settings = {
         "attribution": scheme,
         "regression": bool(regression),

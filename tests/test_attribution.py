@@ -303,3 +303,58 @@ def test_rank_check_finds_dependencies_in_separate_blocks():
     fit = SkillEffectRegression(n_boot=0).fit(X, np.zeros(len(rows)))
     assert fit.identifiable_.tolist() == [False] * 6 + [True] * (p - 6)
     assert set(fit.aliases_[5]) == {3, 4} and set(fit.aliases_[0]) == {1, 2}
+
+
+def test_gram_shortcuts_equal_the_merged_design():
+    """Identical columns, Z'Z, rows retrieving a group alone and Z'y read off X'X equal the per-column path and Z itself."""
+    from skillaudit import attribution as am
+
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        X = (rng.random((int(rng.integers(1, 80)), 12)) < 0.25).astype(float)
+        X[:, 1] = X[:, 0]
+        X[:, 4] = X[:, 0]
+        X[:, 7] = 0
+        X[:, 9] = X[:, 8]
+        X = sp.csr_matrix(X)
+        y = rng.normal(size=X.shape[0])
+        gram = (X.T @ X).tocsr()
+        members, col_group = am._identical_columns(X, np.asarray(X.sum(axis=0)).ravel())
+        got_members, got_group = am._identical_columns_of(gram)
+        assert got_members == members and got_group.tolist() == col_group.tolist()
+        g = len(members)
+        Z = am._merge_columns(X, col_group, g)
+        ref, got = (Z.T @ Z).tocsr(), am._merged_gram(gram, members)
+        for a in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(ref, a), getattr(got, a))
+        single = np.diff(Z.indptr) == 1
+        own = np.bincount(Z.indices[np.repeat(single, np.diff(Z.indptr))], minlength=g) > 0
+        assert am._has_own_row(X, col_group, g).tolist() == own.tolist()
+        first = [cols[0] for cols in members]
+        assert np.asarray(Z.T @ y).ravel().tobytes() == np.asarray(X.T @ y).ravel()[first].tobytes()
+
+
+def test_repeated_entries_take_the_merged_design():
+    """A CSR matrix listing a cell twice fits like before (through Z), and gram_ is X'X of what was given."""
+    X = sp.csr_matrix((np.ones(4), np.array([0, 0, 1, 1]), np.array([0, 2, 3, 4])), shape=(3, 2))
+    assert not X.has_canonical_format
+    fit = SkillEffectRegression(n_boot=0).fit(X, np.array([1.0, -1.0, 0.0]))
+    assert fit.gram_.toarray().tolist() == [[4.0, 0.0], [0.0, 2.0]]
+    assert fit.identifiable_.all() and np.isfinite(fit.coef_).all()
+
+
+def test_rows_are_the_dataclass_objects_and_co_retrieval_is_x_prime_x():
+    """Rows equal SkillAttribution(**fields) with the same field order; co_retrieval is X'X with or without regression."""
+    from skillaudit.attribution import SkillAttribution, indicator
+
+    runs = _random_runs(4)
+    lib = _library(*runs.skills, "zz-unused")
+    X = indicator(runs)
+    for kw in ({"n_boot": 0}, {"regression": False}, {"n_boot": 20, "library": lib}):
+        res = attribute(runs, **kw)
+        for row in res.skills:
+            again = SkillAttribution(**vars(row))
+            assert again == row and list(vars(again).items()) == list(vars(row).items())
+        ref = (X.T @ X).toarray()
+        co = res.co_retrieval.toarray()
+        assert np.array_equal(co[: ref.shape[0], : ref.shape[1]], ref) and co.sum() == ref.sum()
