@@ -21,6 +21,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -80,20 +81,25 @@ def measure(cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
     out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
-    deadline = t0 + timeout
-    status, rusage = 0, None
-    tree_peak = 0.0
-    while True:
-        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        tree_peak = max(tree_peak, tree_pss_mb(proc.pid))
-        if time.perf_counter() > deadline:
-            proc.kill()
-            _, status, rusage = os.wait4(proc.pid, 0)
-            status = -9
-            break
-        time.sleep(0.1)
+    # the tree's PSS is sampled in a thread; the blocking wait4 here sees the exit at once (a
+    # polling loop would add up to its sleep to every wall time)
+    done = threading.Event()
+    tree_peak = [0.0]
+
+    def sample() -> None:
+        while not done.wait(0.1):
+            tree_peak[0] = max(tree_peak[0], tree_pss_mb(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    _, status, rusage = os.wait4(proc.pid, 0)
+    timer.cancel()
+    done.set()
+    sampler.join()
+    if time.perf_counter() - t0 >= timeout:
+        status = -9
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode(errors="replace")[-400:] if proc.stderr else ""
     proc.returncode = 0  # reaped by wait4
@@ -101,7 +107,7 @@ def measure(cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
         out.close()
     code = status if status == -9 else os.waitstatus_to_exitcode(status)
     cpu = rusage.ru_utime + rusage.ru_stime  # includes the child's reaped workers (--jobs)
-    return {"wall_s": wall, "cpu_s": cpu, "peak_mb": max(rusage.ru_maxrss / 1024, tree_peak), "exit": code,
+    return {"wall_s": wall, "cpu_s": cpu, "peak_mb": max(rusage.ru_maxrss / 1024, tree_peak[0]), "exit": code,
             "stderr": err if code else ""}
 
 
