@@ -81,9 +81,19 @@ typedef struct {
 } Tables;
 
 static uint64_t hash_span(const char *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
+    /* 8 bytes per step, then a final mix (ids are short; any decent spread will do) */
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w;
+    while (n >= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    w = 0;
+    memcpy(&w, s, (size_t)n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
 }
 
 static int local_rehash(Local *L, size_t cap) {
@@ -256,8 +266,9 @@ typedef struct {
 
 #define BAIL (-1)
 
+/* JSON whitespace but the newline: a record is one line, so a newline inside one means "not plain" */
 static inline void ws(Cur *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n')) c->p++;
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r')) c->p++;
 }
 
 static inline int hexval(char ch) {
@@ -884,7 +895,7 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
         ws(c);
     }
     ws(c);
-    if (c->p != c->end) return BAIL; /* one value per line */
+    if (c->p < c->end && *c->p != '\n') return BAIL; /* one value per line */
     if ((seen & (K_TASK | K_COND | K_CORRECT)) != (K_TASK | K_COND | K_CORRECT)) return BAIL;
     return 0;
 }
@@ -903,19 +914,31 @@ typedef struct {
 /* Parse every line of the block into local-id columns; no Python API is called (the GIL is free). */
 static int parse_block(const char *p, const char *end, Block *B) {
     B->start = p;
+    /* the previous record's model and benchmark: most records repeat them */
+    const char *last_s[2] = {NULL, NULL};
+    Py_ssize_t last_n[2] = {0, 0};
+    int64_t last_id[2] = {0, 0};
     while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *stop = nl ? nl : end;
-        Cur c = {p, stop, &B->nums};
+        Cur c = {p, end, &B->nums};
         Rec r;
         B->refs.len = B->short_refs.len = 0;
         if (record(&c, &r, &B->refs, &B->short_refs) < 0) return B->nums.oom ? NOMEM : BAILED;
+        const char *nl = c.p < end ? c.p : NULL; /* record() stopped at the newline or the end */
         int64_t ids[3];
         const char *spans[3] = {r.model, r.bench, r.task};
         Py_ssize_t lens[3] = {r.model_n, r.bench_n, r.task_n};
         for (int i = 0; i < 3; i++) {
+            if (i < 2 && last_s[i] && last_n[i] == lens[i] && memcmp(last_s[i], spans[i], (size_t)lens[i]) == 0) {
+                ids[i] = last_id[i];
+                continue;
+            }
             if ((ids[i] = local_id(&B->loc[i], spans[i], lens[i])) < 0) return NOMEM;
             if (ids[i] > INT32_MAX) return BAILED;
+            if (i < 2) {
+                last_s[i] = spans[i];
+                last_n[i] = lens[i];
+                last_id[i] = ids[i];
+            }
         }
         int32_t m = (int32_t)ids[0], b = (int32_t)ids[1], t = (int32_t)ids[2];
         uint8_t en = (uint8_t)r.enabled, ok = (uint8_t)r.correct, err = (uint8_t)r.error;

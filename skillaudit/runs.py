@@ -702,13 +702,12 @@ def _work_units(paths: list[str], sizes: list[int], jobs: int) -> list[tuple[str
 
 # ---------------------------------------------------------------- parts: records as arrays
 def _part(st: _State, error: str | None = None) -> dict[str, Any]:
-    """The state as per-record arrays and vocabularies (picklable; what a --jobs worker returns)."""
-    out: dict[str, Any] = {
-        k: np.concatenate(v) if v else np.zeros(0, _REC_DTYPES[k]) for k, v in st.chunks.items()
-    }
-    out.update({f"r_{k}": np.concatenate(v) if v else np.zeros(0, _RET_DTYPES[k]) for k, v in st.ret.items()})
+    """The state as lists of per-record array chunks and vocabularies (picklable; what a --jobs
+    worker returns). Chunks are concatenated once, by _concat, over all parts."""
+    out: dict[str, Any] = {k: list(v) for k, v in st.chunks.items()}
+    out.update({f"r_{k}": list(v) for k, v in st.ret.items()})
     out.update(models=st.models.vocab(), benchmarks=st.benches.vocab(), tasks=st.tasks.vocab(),
-               skills=st.skills.vocab(), names=dict(st.names), error=error)
+               skills=st.skills.vocab(), names=dict(st.names), error=error, n=st.n)
     return out
 
 
@@ -724,29 +723,42 @@ def _parse_one(args: tuple[str, int, int, int | None, _CodeLines, bool]) -> dict
 
 
 def _remap(vocab: _Interner, names: tuple[str, ...]) -> np.ndarray:
-    return np.fromiter(map(vocab.__getitem__, names), np.int64, len(names))
+    return np.fromiter(map(vocab.__getitem__, names), np.int32, len(names))
 
 
 def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One part from parts read in order: vocabularies merged in first-seen order, ids remapped."""
-    if len(parts) == 1:
-        return parts[0]
+    """One part from parts read in order: vocabularies merged in first-seen order, ids remapped,
+    every column concatenated once."""
+    def joined(chunks: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype)
+
+    if len(parts) == 1:  # its vocabularies are already in first-seen order
+        p = parts[0]
+        merged = {k: joined(p[k], dt) for k, dt in _REC_DTYPES.items()}
+        merged.update({f"r_{k}": joined(p[f"r_{k}"], dt) for k, dt in _RET_DTYPES.items()})
+        merged.update({k: p[k] for k in ("models", "benchmarks", "tasks", "skills", "names", "error")})
+        return merged
     vocabs = {k: _Interner() for k in ("models", "benchmarks", "tasks", "skills")}
-    out: dict[str, Any] = {k: [] for k in (*_REC_DTYPES, *(f"r_{k}" for k in _RET_DTYPES))}
+    out: dict[str, list[np.ndarray]] = {k: [] for k in (*_REC_DTYPES, *(f"r_{k}" for k in _RET_DTYPES))}
     names: dict[int, str] = {}
     base = 0
     for p in parts:
         for field_ in _REC_DTYPES:
             vocab = _VOCAB_OF.get(field_)
-            out[field_].append(p[field_] if vocab is None else
-                               _remap(vocabs[vocab], p[vocab])[p[field_]].astype(np.int32))
-        out["r_col"].append(_remap(vocabs["skills"], p["skills"])[p["r_col"]].astype(np.int32))
-        out["r_rec"].append(p["r_rec"] + base)
-        out["r_rk"].append(p["r_rk"])
-        out["r_sc"].append(p["r_sc"])
+            if vocab is None:
+                out[field_] += p[field_]
+            else:
+                ids = _remap(vocabs[vocab], p[vocab])
+                out[field_] += [ids[chunk] for chunk in p[field_]]
+        ids = _remap(vocabs["skills"], p["skills"])
+        out["r_col"] += [ids[chunk] for chunk in p["r_col"]]
+        out["r_rec"] += [chunk + base for chunk in p["r_rec"]]
+        out["r_rk"] += p["r_rk"]
+        out["r_sc"] += p["r_sc"]
         names.update(p["names"])
-        base += p["m"].size
-    merged = {k: np.concatenate(v) for k, v in out.items()}
+        base += p["n"]
+    merged: dict[str, Any] = {k: joined(out[k], _REC_DTYPES[k]) for k in _REC_DTYPES}
+    merged.update({f"r_{k}": joined(out[f"r_{k}"], dt) for k, dt in _RET_DTYPES.items()})
     merged.update({k: v.vocab() for k, v in vocabs.items()})
     merged.update(names=names, error=None)
     return merged

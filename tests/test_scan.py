@@ -38,7 +38,7 @@ def _read(blob: bytes, scanner: bool, adherence: bool = False) -> tuple[int | No
         n, err = runs._feed_blob(st, blob, 1, 0), None
     except RunLogError as exc:
         n, err = None, str(exc)
-    return n, runs._part(st, err)
+    return n, runs._concat([runs._part(st, err)])
 
 
 def _assert_same_part(a: dict, b: dict) -> None:
