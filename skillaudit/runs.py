@@ -777,14 +777,30 @@ def _slots(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     n = r["m"].size
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ue, e_ix = np.unique(r["e"], return_inverse=True)
-    sizes = [max(len(r["models"]), 1), max(len(r["benchmarks"]), 1), max(len(r["tasks"]), 1), max(ue.size, 1)]
-    if float(np.prod(np.array(sizes, dtype=np.float64))) < 2**62:
-        key = ((r["m"].astype(np.int64) * sizes[1] + r["b"]) * sizes[2] + r["t"]) * sizes[3] + e_ix.ravel()
-        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    else:  # pragma: no cover - astronomically many distinct keys
-        _, first, inv = np.unique(np.stack([r["m"], r["b"], r["t"], e_ix.ravel()], 1), axis=0,
+    e = r["e"]
+    if int(e.max()) <= n:  # small epochs (the usual 1..k) index directly
+        e_ix, n_e = e - 1, int(e.max())
+    else:
+        ue, e_ix = np.unique(e, return_inverse=True)
+        e_ix, n_e = e_ix.ravel(), ue.size
+    sizes = [max(len(r["models"]), 1), max(len(r["benchmarks"]), 1), max(len(r["tasks"]), 1), max(n_e, 1)]
+    space = float(np.prod(np.array(sizes, dtype=np.float64)))
+    if space >= 2**62:  # pragma: no cover - astronomically many distinct keys
+        _, first, inv = np.unique(np.stack([r["m"], r["b"], r["t"], e_ix], 1), axis=0,
                                   return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        slot_of = np.empty_like(order)
+        slot_of[order] = np.arange(order.size)
+        return slot_of[inv.ravel()], first[order]
+    key = ((r["m"].astype(np.int64) * sizes[1] + r["b"]) * sizes[2] + r["t"]) * sizes[3] + e_ix
+    if space <= 4 * n:  # a table over the key space: no sort
+        first_at = np.full(int(space), n, np.int64)
+        np.minimum.at(first_at, key, np.arange(n))
+        first = np.flatnonzero(first_at[key] == np.arange(n))  # first records, in reading order
+        slot_of_key = np.empty(int(space), np.int64)
+        slot_of_key[key[first]] = np.arange(first.size)
+        return slot_of_key[key], first
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     slot_of = np.empty_like(order)
     slot_of[order] = np.arange(order.size)
@@ -794,6 +810,8 @@ def _slots(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
 def _duplicate(r: dict[str, Any], slot: np.ndarray) -> RunLogError | None:
     """The error a one-by-one reader raises first: the earliest record whose key and condition repeat."""
     cond_slot = slot * 2 + r["en"]
+    if cond_slot.size == 0 or np.bincount(cond_slot).max() < 2:  # the usual case, without a sort
+        return None
     order = np.argsort(cond_slot, kind="stable")  # each (slot, condition) group in reading order
     cs = cond_slot[order]
     again = np.flatnonzero(cs[1:] == cs[:-1]) + 1
@@ -871,12 +889,20 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
             )
     n_slots = seen_arr.size
     idx = np.flatnonzero(keep)
-    shape = (n_slots, len(p["skills"]))
-    r, c = p["rows"], p["cols"]
-    ranks = sp.csr_matrix((p["rk"], (r, c)), shape=shape)
-    scores = sp.csr_matrix((p["sc"], (r, c)), shape=shape)
-    ranks.sort_indices()
-    scores.sort_indices()
+    # the kept slots' retrieved skills, straight into CSR (rows in pair order, columns sorted);
+    # a slot's skills come from its one enabled record, already deduplicated
+    row_of = np.full(n_slots, -1, np.int64)
+    row_of[idx] = np.arange(idx.size)
+    rows = row_of[p["rows"]]
+    sel = np.flatnonzero(rows >= 0)
+    shape = (idx.size, len(p["skills"]))
+    # one COO -> CSR conversion of the items' positions gives the order for both matrices
+    where = sp.csr_matrix((np.arange(1, sel.size + 1, dtype=np.int64), (rows[sel], p["cols"][sel])), shape=shape)
+    where.sort_indices()
+    order = sel[where.data - 1]
+    ranks = sp.csr_matrix((p["rk"][order], where.indices, where.indptr), shape=shape)
+    scores = sp.csr_matrix((p["sc"][order], where.indices.copy(), where.indptr.copy()), shape=shape)
+    ranks.has_sorted_indices = scores.has_sorted_indices = True
     return PairedRuns(
         models=tuple(p["models"]), benchmarks=tuple(p["benchmarks"]), tasks=tuple(p["tasks"]),
         skills=tuple(p["skills"]),
@@ -884,7 +910,7 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
         task=p["t"][idx].astype(np.int32), epoch=p["e"][idx].astype(np.int32),
         y_pos=p["y_pos"][idx].astype(bool), y_neg=p["y_neg"][idx].astype(bool),
         invoked=p["invoked"][idx].astype(bool), adhered=p["adh"][idx].copy(),
-        ranks=ranks[idx], scores=scores[idx],
+        ranks=ranks, scores=scores,
         n_unpaired=int(unpaired.size), unpaired_examples=tuple(examples),
         n_error_pairs=int((both & errored).sum()), sources=tuple(names[i] for i in sorted(names)),
     )

@@ -283,3 +283,25 @@ def test_reader_equals_a_plain_json_reference(write_jsonl, seed, adherence):
         np.testing.assert_allclose([v for *_, v in got], [v for _, v in want["got"]], rtol=1e-6)
     assert runs.ranks.nnz > 100 and np.isnan(runs.scores.data).any()
     assert ((runs.adhered == 1).any() and (runs.adhered == 0).any()) == adherence
+
+
+@pytest.mark.parametrize(("epochs", "n_tasks"), [("small", 400), ("huge", 400), ("small", 100_000)])
+def test_slots_number_keys_in_first_seen_order(epochs, n_tasks):
+    """Pairing keys are numbered in order of first appearance, by a key table or by sorting (sparse keys)."""
+    from skillaudit.runs import _slots
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    e = rng.integers(1, 4, n) * (10**15 if epochs == "huge" else 1)
+    r = {"m": rng.integers(0, 3, n).astype(np.int32), "b": rng.integers(0, 2, n).astype(np.int32),
+         "t": rng.integers(0, n_tasks, n).astype(np.int32), "e": e.astype(np.int64),
+         "models": ("a", "b", "c"), "benchmarks": ("x", "y"), "tasks": tuple(map(str, range(n_tasks)))}
+    seen: dict[tuple, int] = {}
+    want_slot, want_first = [], []
+    for i, key in enumerate(zip(r["m"].tolist(), r["b"].tolist(), r["t"].tolist(), r["e"].tolist(), strict=True)):
+        if key not in seen:
+            seen[key] = len(seen)
+            want_first.append(i)
+        want_slot.append(seen[key])
+    slot, first = _slots(r)
+    assert slot.tolist() == want_slot and first.tolist() == want_first
