@@ -107,6 +107,8 @@ class PairedRuns:
 
     def select(self, model: str | None = None, benchmark: str | None = None) -> PairedRuns:
         """Pairs of one model and/or benchmark (None = all)."""
+        if model is None and benchmark is None:
+            return self  # frozen: nothing to copy
         mask = np.ones(self.n_pairs, dtype=bool)
         if model is not None:
             mask &= self.model == (self.models.index(model) if model in self.models else -1)
