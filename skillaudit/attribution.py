@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import linalg
 
 from .errors import InputError
 from .runs import PairedRuns
@@ -143,11 +142,15 @@ class SkillEffectRegression:
                 coef_g = coef_cg
             elif self.alpha > 0:
                 # Z'Z + alpha I in place: a 2,000-skill library holds one g x g matrix, not four
+                from scipy import linalg
+
                 dense = zgram.toarray()
                 dense.flat[:: g + 1] += self.alpha
                 factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
                 coef_g = linalg.cho_solve(factor, rhs, check_finite=False)
             else:  # least squares; a rank-deficient design gets the minimum-norm solution
+                from scipy import linalg
+
                 coef_g = linalg.lstsq(zgram.toarray(), rhs, check_finite=False)[0]
             if self.n_boot > 0 and Z is None:
                 Z = _merge_columns(X, col_group, g)
@@ -346,14 +349,34 @@ def _ridge_cg(gram: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray 
     For wide libraries a dense Cholesky costs O(g^3) (about a second at 2,000 skills on two cores);
     the Gram matrix of co-retrievals is sparse and well conditioned (alpha on the diagonal), so
     CG reaches 1e-12 relative residual in a few dozen products. None when it does not converge.
+    The iteration is scipy.sparse.linalg.cg's, step for step (same results), written out so that
+    `rank` does not import scipy.linalg (~60 ms of its start-up).
     """
-    from scipy.sparse import linalg as sla
-
     a = gram + alpha * sp.identity(gram.shape[0], format="csr")
     diag = a.diagonal()
-    pre = sla.LinearOperator(a.shape, matvec=lambda v: v / diag, dtype=np.float64)
-    x, info = sla.cg(a, rhs, rtol=1e-12, atol=0.0, M=pre, maxiter=10 * a.shape[0])
-    return x if info == 0 else None
+    b = np.asarray(rhs, dtype=np.float64).ravel()
+    x = np.zeros_like(b)
+    b_norm = np.linalg.norm(b)
+    if b_norm == 0:
+        return x
+    tol = 1e-12 * b_norm
+    r, p, rho_prev = b.copy(), None, 0.0
+    for _ in range(10 * b.size):
+        if np.linalg.norm(r) < tol:
+            return x
+        z = r / diag
+        rho = np.dot(r, z)
+        if p is None:
+            p = z.copy()
+        else:
+            p *= rho / rho_prev
+            p += z
+        q = a @ p
+        step = rho / np.dot(p, q)
+        x += step * p
+        r -= step * q
+        rho_prev = rho
+    return None
 
 
 def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
@@ -362,13 +385,11 @@ def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
     Columns that never share a row are independent blocks of Z[:, cols], so the null space is the
     direct sum of the blocks' null spaces: many small factorisations instead of one large one.
     """
-    from scipy.sparse.csgraph import connected_components
-
     g = zgram.shape[1]
     if cols.size == 0:
         return np.zeros((g, 0))
     gram = zgram[cols][:, cols].tocsr()
-    n_comp, label = connected_components(gram, directed=False)
+    n_comp, label = _components(gram)
     blocks = []
     order = np.argsort(label, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(label, minlength=n_comp))]
@@ -384,15 +405,44 @@ def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
     return np.hstack(blocks) if blocks else np.zeros((g, 0))
 
 
+def _components(adj: sp.csr_matrix) -> tuple[int, np.ndarray]:
+    """Connected components of a symmetric sparse adjacency, numbered by their smallest node.
+
+    What scipy.sparse.csgraph.connected_components returns; that module imports scipy.linalg
+    (~60 ms of every `rank`), so small graphs get min-label propagation with pointer jumping.
+    """
+    if adj.nnz > 200_000:
+        from scipy.sparse.csgraph import connected_components
+
+        return connected_components(adj, directed=False)
+    coo = adj.tocoo()
+    label = np.arange(adj.shape[0])
+    while True:  # each node takes the smallest label among its neighbours' and its label's label
+        new = label.copy()
+        np.minimum.at(new, coo.row, label[coo.col])
+        new = new[new]
+        if np.array_equal(new, label):
+            break
+        label = new
+    roots, label = np.unique(label, return_inverse=True)  # labels are smallest nodes: in node order
+    return int(roots.size), label.ravel().astype(np.int32)
+
+
+_EIGH_ONLY = 500  # up to this size the eigendecomposition alone is cheap (15 ms at 400)
+
+
 def _null_space(gram: np.ndarray) -> np.ndarray:
     """Basis of the null space of the (PSD) Gram matrix; empty when it has full rank.
 
-    A pivoted Cholesky (LAPACK ?pstrf) settles the common full-rank case at a fraction of the
-    cost of the eigendecomposition, which is only computed for rank-deficient designs.
+    Small blocks (the usual case) go straight to the eigendecomposition. For larger ones a
+    pivoted Cholesky (LAPACK ?pstrf) first settles the common full-rank case at a fraction of the
+    eigendecomposition's cost, which is then only computed for rank-deficient designs.
     """
     g = gram.shape[0]
-    tol = g * np.finfo(float).eps * max(float(np.abs(gram).max(initial=0.0)), 1.0) * 1e3
-    if g:
+    if g > _EIGH_ONLY:
+        from scipy import linalg  # ~50 ms to import: only for large blocks
+
+        tol = g * np.finfo(float).eps * max(float(np.abs(gram).max(initial=0.0)), 1.0) * 1e3
         _, _, rank, info = linalg.lapack.dpstrf(gram, tol=tol, lower=1)
         if info == 0 and rank == g:
             return np.zeros((g, 0))
@@ -427,7 +477,7 @@ def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndar
     cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u; only its
     diagonal is formed, so a 2,000-skill library costs one factorisation and one product.
     """
-    from scipy import special
+    from scipy import linalg, special
 
     n, g = Z.shape
     _, unit = np.unique(groups, return_inverse=True)

@@ -358,3 +358,53 @@ def test_rows_are_the_dataclass_objects_and_co_retrieval_is_x_prime_x():
         ref = (X.T @ X).toarray()
         co = res.co_retrieval.toarray()
         assert np.array_equal(co[: ref.shape[0], : ref.shape[1]], ref) and co.sum() == ref.sum()
+
+
+def test_written_out_cg_and_components_equal_scipys():
+    """The conjugate-gradient ridge and the connected components equal scipy's cg and csgraph exactly."""
+    import scipy.sparse as sp
+    from scipy.sparse import linalg as sla
+    from scipy.sparse.csgraph import connected_components
+
+    from skillaudit.attribution import _components, _ridge_cg
+
+    rng = np.random.default_rng(11)
+    for case in range(60):
+        g, n = int(rng.integers(5, 300)), int(rng.integers(10, 2000))
+        X = sp.random(n, g, density=float(rng.uniform(0.003, 0.05)), random_state=case, format="csr")
+        X.data[:] = 1
+        gram = (X.T @ X).tocsr()
+        rhs, alpha = rng.normal(size=g), float(rng.choice([1e-3, 1.0, 10.0]))
+        a = gram + alpha * sp.identity(g, format="csr")
+        diag = a.diagonal()
+        pre = sla.LinearOperator(a.shape, matvec=lambda v, d=diag: v / d, dtype=np.float64)
+        want, info = sla.cg(a, rhs, rtol=1e-12, atol=0.0, M=pre, maxiter=10 * g)
+        got = _ridge_cg(gram, rhs, alpha)
+        assert info == 0 and np.array_equal(got, want)
+        n_comp, label = _components(gram)
+        ref_n, ref_label = connected_components(gram, directed=False)
+        assert n_comp == ref_n and np.array_equal(label, ref_label)
+    chain = sp.diags([np.ones(499), np.ones(499)], [-1, 1], format="csr")  # one long component
+    assert _components(chain)[0] == 1
+
+
+def test_small_blocks_skip_the_pivoted_cholesky_with_the_same_null_space(monkeypatch):
+    """Blocks up to 500 columns go straight to the eigendecomposition; null spaces equal the Cholesky-first path's."""
+    import skillaudit.attribution as attr
+
+    rng = np.random.default_rng(3)
+    grams = []
+    for case in range(40):
+        n, g = int(rng.integers(20, 200)), int(rng.integers(2, 60))
+        Z = (rng.random((n, g)) < 0.1).astype(float)
+        if case % 2:  # an exact alias: one column the sum of two others' disjoint rows
+            Z[:, 0] = 0
+            Z[: n // 2, 1], Z[n // 2:, 2] = 0, 0
+            Z[:, 0] = Z[:, 1] + Z[:, 2]
+        grams.append(Z.T @ Z)
+    direct = [attr._null_space(gm) for gm in grams]
+    monkeypatch.setattr(attr, "_EIGH_ONLY", 0)
+    via_cholesky = [attr._null_space(gm) for gm in grams]
+    for a, b in zip(direct, via_cholesky, strict=True):
+        assert a.shape == b.shape and np.allclose(a, b)
+    assert sum(a.shape[1] > 0 for a in direct) >= 15  # the aliased designs were found rank-deficient
