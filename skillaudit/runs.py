@@ -983,13 +983,15 @@ def _parse_parallel(units: list[tuple[str, int, int, int | None]], jobs: int, co
     The C scanner parses without the GIL, so when it reads the logs, threads do: no process to
     start, nothing to pickle. msgspec holds the GIL, so it gets processes.
     """
-    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
     args = [(*u, code, adherence) for u in units]
     if _scan is not None:
+        from concurrent.futures.thread import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=min(jobs, len(units))) as threads:
             return list(threads.map(_parse_one, args))
+    from concurrent.futures import ProcessPoolExecutor  # imports multiprocessing: only here
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
             return list(pool.map(_parse_one, args))
