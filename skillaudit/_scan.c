@@ -478,6 +478,31 @@ static int literal(Cur *c, const char *word, size_t n) {
     return 0;
 }
 
+/* After a member or an element: whitespace, then ',' (1: another follows) or `close` (0: done). */
+static int next_or_close(Cur *c, char close) {
+    ws(c);
+    if (c->p >= c->end) return BAIL;
+    if (*c->p == close) {
+        c->p++;
+        return 0;
+    }
+    if (*c->p != ',') return BAIL;
+    c->p++;
+    ws(c);
+    return 1;
+}
+
+/* An object member's key and its colon; `plain`: a key with an escape is refused (not compared). */
+static int member_key(Cur *c, const char **k, Py_ssize_t *kn, int plain) {
+    int esc;
+    if (string_span(c, k, kn, &esc) < 0 || (plain && esc)) return BAIL;
+    ws(c);
+    if (c->p >= c->end || *c->p != ':') return BAIL;
+    c->p++;
+    ws(c);
+    return 0;
+}
+
 static int skip_value(Cur *c, int depth) {
     if (depth > MAX_DEPTH || c->p >= c->end) return BAIL;
     const char *s;
@@ -501,15 +526,9 @@ static int skip_value(Cur *c, int depth) {
         }
         for (;;) {
             if (skip_value(c, depth + 1) < 0) return BAIL;
-            ws(c);
-            if (c->p >= c->end) return BAIL;
-            if (*c->p == ']') {
-                c->p++;
-                return 0;
-            }
-            if (*c->p != ',') return BAIL;
-            c->p++;
-            ws(c);
+            int more = next_or_close(c, ']');
+            if (more < 0) return BAIL;
+            if (!more) return 0;
         }
     case '{':
         c->p++;
@@ -519,21 +538,11 @@ static int skip_value(Cur *c, int depth) {
             return 0;
         }
         for (;;) {
-            if (string_span(c, &s, &n, &flag) < 0) return BAIL;
-            ws(c);
-            if (c->p >= c->end || *c->p != ':') return BAIL;
-            c->p++;
-            ws(c);
+            if (member_key(c, &s, &n, 0) < 0) return BAIL;
             if (skip_value(c, depth + 1) < 0) return BAIL;
-            ws(c);
-            if (c->p >= c->end) return BAIL;
-            if (*c->p == '}') {
-                c->p++;
-                return 0;
-            }
-            if (*c->p != ',') return BAIL;
-            c->p++;
-            ws(c);
+            int more = next_or_close(c, '}');
+            if (more < 0) return BAIL;
+            if (!more) return 0;
         }
     default: {
         if (number_span(c, &s, &n, &flag) < 0) return BAIL;
@@ -611,7 +620,7 @@ static int refs_put(Refs *r, const char *s, Py_ssize_t n, double score) {
 static int skill_ref(Cur *c, Refs *refs) {
     const char *s = NULL, *k;
     Py_ssize_t n = 0, kn;
-    int esc, pending = 0;
+    int pending = 0;
     const char *ns = NULL;
     Py_ssize_t nn = 0;
     double score = NAN;
@@ -625,11 +634,7 @@ static int skill_ref(Cur *c, Refs *refs) {
     int seen_id = 0, seen_score = 0;
     if (c->p < c->end && *c->p == '}') return BAIL; /* no id */
     for (;;) {
-        if (string_span(c, &k, &kn, &esc) < 0 || esc) return BAIL;
-        ws(c);
-        if (c->p >= c->end || *c->p != ':') return BAIL;
-        c->p++;
-        ws(c);
+        if (member_key(c, &k, &kn, 1) < 0) return BAIL;
         if (kn == 2 && memcmp(k, "id", 2) == 0) {
             if (seen_id++ || plain_string(c, &s, &n) < 0) return BAIL;
         } else if (kn == 5 && memcmp(k, "score", 5) == 0) {
@@ -644,15 +649,9 @@ static int skill_ref(Cur *c, Refs *refs) {
         } else if (skip_value(c, 4) < 0) {
             return BAIL;
         }
-        ws(c);
-        if (c->p >= c->end) return BAIL;
-        if (*c->p == '}') {
-            c->p++;
-            break;
-        }
-        if (*c->p != ',') return BAIL;
-        c->p++;
-        ws(c);
+        int more = next_or_close(c, '}');
+        if (more < 0) return BAIL;
+        if (!more) break;
     }
     if (!seen_id || refs_put(refs, s, n, score) < 0) return BAIL;
     if (pending) {
@@ -662,21 +661,39 @@ static int skill_ref(Cur *c, Refs *refs) {
     return 0;
 }
 
-/* 'retrievals': null or a list of {"skills": null | [ref, ...], ...}; *nonempty when a list with items */
-static int retrievals(Cur *c, Refs *refs, int *nonempty) {
-    const char *k;
-    Py_ssize_t kn;
-    int esc;
-    *nonempty = 0;
-    if (c->p < c->end && *c->p == 'n') return literal(c, "null", 4);
+enum { LIST_NULL, LIST_EMPTY, LIST_ITEMS };
+
+/* null or a list: which of null, an empty list, or a list whose first item is next */
+static int open_list(Cur *c) {
+    if (c->p < c->end && *c->p == 'n') return literal(c, "null", 4) < 0 ? BAIL : LIST_NULL;
     if (c->p >= c->end || *c->p != '[') return BAIL;
     c->p++;
     ws(c);
     if (c->p < c->end && *c->p == ']') {
         c->p++;
-        return 0;
+        return LIST_EMPTY;
     }
-    *nonempty = 1;
+    return LIST_ITEMS;
+}
+
+/* a call's 'skills': null or a list of refs */
+static int call_skills(Cur *c, Refs *refs) {
+    int list = open_list(c);
+    if (list != LIST_ITEMS) return list < 0 ? BAIL : 0;
+    for (;;) {
+        if (skill_ref(c, refs) < 0) return BAIL;
+        int more = next_or_close(c, ']');
+        if (more <= 0) return more;
+    }
+}
+
+/* 'retrievals': null or a list of {"skills": null | [ref, ...], ...}; *nonempty when a list with items */
+static int retrievals(Cur *c, Refs *refs, int *nonempty) {
+    const char *k;
+    Py_ssize_t kn;
+    int list = open_list(c);
+    *nonempty = list == LIST_ITEMS;
+    if (list != LIST_ITEMS) return list < 0 ? BAIL : 0;
     for (;;) { /* a call */
         if (c->p >= c->end || *c->p != '{') return BAIL;
         c->p++;
@@ -686,59 +703,19 @@ static int retrievals(Cur *c, Refs *refs, int *nonempty) {
             c->p++;
         } else {
             for (;;) {
-                if (string_span(c, &k, &kn, &esc) < 0 || esc) return BAIL;
-                ws(c);
-                if (c->p >= c->end || *c->p != ':') return BAIL;
-                c->p++;
-                ws(c);
+                if (member_key(c, &k, &kn, 1) < 0) return BAIL;
                 if (kn == 6 && memcmp(k, "skills", 6) == 0) {
-                    if (seen_skills++) return BAIL;
-                    if (c->p < c->end && *c->p == 'n') {
-                        if (literal(c, "null", 4) < 0) return BAIL;
-                    } else {
-                        if (c->p >= c->end || *c->p != '[') return BAIL;
-                        c->p++;
-                        ws(c);
-                        if (c->p < c->end && *c->p == ']') {
-                            c->p++;
-                        } else {
-                            for (;;) {
-                                if (skill_ref(c, refs) < 0) return BAIL;
-                                ws(c);
-                                if (c->p >= c->end) return BAIL;
-                                if (*c->p == ']') {
-                                    c->p++;
-                                    break;
-                                }
-                                if (*c->p != ',') return BAIL;
-                                c->p++;
-                                ws(c);
-                            }
-                        }
-                    }
+                    if (seen_skills++ || call_skills(c, refs) < 0) return BAIL;
                 } else if (skip_value(c, 3) < 0) {
                     return BAIL;
                 }
-                ws(c);
-                if (c->p >= c->end) return BAIL;
-                if (*c->p == '}') {
-                    c->p++;
-                    break;
-                }
-                if (*c->p != ',') return BAIL;
-                c->p++;
-                ws(c);
+                int more = next_or_close(c, '}');
+                if (more < 0) return BAIL;
+                if (!more) break;
             }
         }
-        ws(c);
-        if (c->p >= c->end) return BAIL;
-        if (*c->p == ']') {
-            c->p++;
-            return 0;
-        }
-        if (*c->p != ',') return BAIL;
-        c->p++;
-        ws(c);
+        int more = next_or_close(c, ']');
+        if (more <= 0) return more;
     }
 }
 
@@ -763,32 +740,17 @@ static int condition_of(const char *s, Py_ssize_t n) {
 #undef IS
 }
 
-/* one line (without its newline) -> rec, and its retrieved refs appended to refs */
 /* 'retrieved': null or a list of id strings (one call); *present when a list */
 static int shorthand(Cur *c, Refs *refs, int *present) {
     const char *s;
     Py_ssize_t n;
-    *present = 0;
-    if (c->p < c->end && *c->p == 'n') return literal(c, "null", 4);
-    if (c->p >= c->end || *c->p != '[') return BAIL;
-    *present = 1;
-    c->p++;
-    ws(c);
-    if (c->p < c->end && *c->p == ']') {
-        c->p++;
-        return 0;
-    }
+    int list = open_list(c);
+    *present = list == LIST_EMPTY || list == LIST_ITEMS;
+    if (list != LIST_ITEMS) return list < 0 ? BAIL : 0;
     for (;;) {
         if (plain_string(c, &s, &n) < 0 || refs_put(refs, s, n, NAN) < 0) return BAIL;
-        ws(c);
-        if (c->p >= c->end) return BAIL;
-        if (*c->p == ']') {
-            c->p++;
-            return 0;
-        }
-        if (*c->p != ',') return BAIL;
-        c->p++;
-        ws(c);
+        int more = next_or_close(c, ']');
+        if (more <= 0) return more;
     }
 }
 
@@ -797,7 +759,7 @@ static int shorthand(Cur *c, Refs *refs, int *present) {
 static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
     const char *k, *s;
     Py_ssize_t kn, n;
-    int esc, is_int;
+    int is_int;
     unsigned seen = 0;
     r->model = "default";
     r->model_n = 7;
@@ -817,11 +779,7 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
     ws(c);
     if (c->p < c->end && *c->p == '}') return BAIL; /* required fields missing */
     for (;;) {
-        if (string_span(c, &k, &kn, &esc) < 0 || esc) return BAIL;
-        ws(c);
-        if (c->p >= c->end || *c->p != ':') return BAIL;
-        c->p++;
-        ws(c);
+        if (member_key(c, &k, &kn, 1) < 0) return BAIL;
         unsigned key = 0;
 #define KEY(w, bit) else if (kn == (Py_ssize_t)(sizeof(w) - 1) && memcmp(k, w, sizeof(w) - 1) == 0) key = bit
         if (0) {}
@@ -884,15 +842,9 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
         default:
             if (skip_value(c, 1) < 0) return BAIL;
         }
-        ws(c);
-        if (c->p >= c->end) return BAIL;
-        if (*c->p == '}') {
-            c->p++;
-            break;
-        }
-        if (*c->p != ',') return BAIL;
-        c->p++;
-        ws(c);
+        int more = next_or_close(c, '}');
+        if (more < 0) return BAIL;
+        if (!more) break;
     }
     ws(c);
     if (c->p < c->end && *c->p != '\n') return BAIL; /* one value per line */

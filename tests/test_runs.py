@@ -259,15 +259,8 @@ def _reference(path, code_line: str, adherence: bool) -> dict:
     return {"vocab": {k: tuple(v) for k, v in seen_order.items()}, "pairs": kept}
 
 
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("adherence", [True, False])
-def test_reader_equals_a_plain_json_reference(write_jsonl, seed, adherence):
-    """Pairs, outcomes, invoked, adherence and each pair's skills (rank order, best score) match a json.loads reader."""
-    code_line = "return sorted(set(values))"
-    lib = Library(skills=(Skill(id="s3", name="s3", description="d", body=f"```python\n{code_line}\n```"),))
-    path = write_jsonl(_messy_records(np.random.default_rng(seed), 400))
-    runs = load_runs([path], library=lib, adherence=adherence)
-    ref = _reference(path, code_line, adherence)
+def assert_matches_reference(runs, ref: dict) -> None:
+    """Vocabularies, pairs, outcomes, invoked, adherence and each pair's ranked skills equal `ref`'s."""
     assert (runs.models, runs.benchmarks, runs.tasks, runs.skills) == tuple(ref["vocab"].values())
     assert runs.n_pairs == len(ref["pairs"]) > 100
     ranks, scores = runs.ranks.tocsr(), runs.scores.tocsr()
@@ -281,6 +274,17 @@ def test_reader_equals_a_plain_json_reference(write_jsonl, seed, adherence):
         got = sorted(zip(ranks.data[row], ranks.indices[row], scores.data[row], strict=True))
         assert [runs.skills[j] for _, j, _ in got] == [sid for sid, _ in want["got"]]
         np.testing.assert_allclose([v for *_, v in got], [v for _, v in want["got"]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("adherence", [True, False])
+def test_reader_equals_a_plain_json_reference(write_jsonl, seed, adherence):
+    """Pairs, outcomes, invoked, adherence and each pair's skills (rank order, best score) match a json.loads reader."""
+    code_line = "return sorted(set(values))"
+    lib = Library(skills=(Skill(id="s3", name="s3", description="d", body=f"```python\n{code_line}\n```"),))
+    path = write_jsonl(_messy_records(np.random.default_rng(seed), 400))
+    runs = load_runs([path], library=lib, adherence=adherence)
+    assert_matches_reference(runs, _reference(path, code_line, adherence))
     assert runs.ranks.nnz > 100 and np.isnan(runs.scores.data).any()
     assert ((runs.adhered == 1).any() and (runs.adhered == 0).any()) == adherence
 

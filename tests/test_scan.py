@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from test_runs import _messy_records, _reference
+from test_runs import _messy_records, _reference, assert_matches_reference
 
 from skillaudit import runs
 from skillaudit.errors import RunLogError
@@ -73,20 +73,7 @@ def test_scanned_logs_equal_a_plain_json_reference(write_jsonl, scan_calls, seed
     path = write_jsonl(_messy_records(np.random.default_rng(seed), 400))
     runs_ = load_runs([path], library=_LIB, adherence=adherence)
     assert scan_calls == {"read": 1, "bailed": 0}
-    ref = _reference(path, _CODE, adherence=adherence)
-    assert (runs_.models, runs_.benchmarks, runs_.tasks, runs_.skills) == tuple(ref["vocab"].values())
-    assert runs_.n_pairs == len(ref["pairs"]) > 100
-    ranks, scores = runs_.ranks.tocsr(), runs_.scores.tocsr()
-    for i in range(runs_.n_pairs):
-        key = (runs_.models[runs_.model[i]], runs_.benchmarks[runs_.benchmark[i]], runs_.tasks[runs_.task[i]],
-               int(runs_.epoch[i]))
-        want = ref["pairs"][key]
-        assert (runs_.y_pos[i], runs_.y_neg[i], runs_.invoked[i]) == (want["pos"], want["neg"], want["invoked"])
-        assert runs_.adhered[i] == want["adhered"]
-        row = slice(ranks.indptr[i], ranks.indptr[i + 1])
-        got = sorted(zip(ranks.data[row], ranks.indices[row], scores.data[row], strict=True))
-        assert [runs_.skills[j] for _, j, _ in got] == [sid for sid, _ in want["got"]]
-        np.testing.assert_allclose([v for *_, v in got], [v for _, v in want["got"]], rtol=1e-6)
+    assert_matches_reference(runs_, _reference(path, _CODE, adherence=adherence))
 
 
 # -------------------------------------------------------------- differential fuzzing against msgspec
