@@ -13,7 +13,7 @@ import gzip
 import io
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, is_not
@@ -440,13 +440,22 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int | list[int], file_ix:
     pos = en_ix[np.array(has, dtype=np.int64)][np.array(rec_ix, dtype=np.int64)]
     gpos, grec, bounds = _add_retrieved(st, base, pos, col, np.array(scores, dtype=np.float64))
     if st.adherence:
-        code = st.code
-        gids = [sids[i] for i in gpos.tolist()]  # each record's ids in rank order, contiguous
-        lo = np.r_[bounds, grec.size].tolist()
-        for j, k in enumerate(grec[bounds].tolist()):
+        def answer(k: int) -> str | None:
             a = recs[k].answer
-            if a.__class__ is str and a:
-                adh[k] = code.adhered(a, gids[lo[j]:lo[j + 1]])
+            return a if a.__class__ is str and a else None
+
+        _mark_adherence(st, adh, grec, bounds, [sids[i] for i in gpos.tolist()], answer)
+
+
+def _mark_adherence(st: _State, adh: np.ndarray, grec: np.ndarray, bounds: np.ndarray, gids: list[str],
+                    answer: Callable[[int], str | None]) -> None:
+    """adh[k] for each record k with retrieved skills (the runs of `grec` starting at `bounds`; `gids`
+    their ids in rank order) and a non-empty answer (`answer(k)`, None when it has none)."""
+    lo = np.r_[bounds, grec.size].tolist()
+    for j, k in enumerate(grec[bounds].tolist()):
+        text = answer(k)
+        if text is not None:
+            adh[k] = st.code.adhered(text, gids[lo[j]:lo[j + 1]])
 
 
 def _add_retrieved(st: _State, base: int, pos: np.ndarray, col: np.ndarray,
@@ -485,9 +494,9 @@ def _ingest_scanned(st: _State, cols: tuple, blob: bytes | memoryview, lineno: i
     for k, raw in (("m", m), ("b", b), ("t", t)):
         c[k].append(np.frombuffer(raw, np.int32))
     c["e"].append(np.frombuffer(e, np.int64))
-    enabled = np.frombuffer(en, np.uint8).view(bool)
-    for k, arr in (("en", enabled), ("ok", ok), ("err", err), ("inv", inv)):
-        c[k].append(arr if k == "en" else np.frombuffer(arr, np.uint8).view(bool))
+    for k, raw in (("en", en), ("ok", ok), ("err", err), ("inv", inv)):
+        c[k].append(np.frombuffer(raw, np.uint8).view(bool))
+    enabled = c["en"][-1]
     c["file"].append(np.full(n, file_ix, np.int32))
     c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64))
     adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
@@ -506,14 +515,15 @@ def _ingest_scanned(st: _State, cols: tuple, blob: bytes | memoryview, lineno: i
     if answered is None:
         return
     names = list(st.skills)  # an id's name: the vocabulary is numbered in insertion order
-    gids = [names[j] for j in col[gpos].tolist()]
     esc = np.frombuffer(a_esc, np.uint8)
-    lo = np.r_[bounds, grec.size].tolist()
-    for j, k in enumerate(grec[bounds].tolist()):
-        if answered[k]:
-            o, ln = int(off[k]), int(length[k])
-            text = orjson.loads(blob[o - 1:o + ln + 1]) if esc[k] else bytes(blob[o:o + ln]).decode()
-            adh[k] = st.code.adhered(text, gids[lo[j]:lo[j + 1]])
+
+    def answer(k: int) -> str | None:  # the raw string's text: escapes need a JSON decode
+        if not answered[k]:
+            return None
+        o, ln = int(off[k]), int(length[k])
+        return orjson.loads(blob[o - 1:o + ln + 1]) if esc[k] else bytes(blob[o:o + ln]).decode()
+
+    _mark_adherence(st, adh, grec, bounds, [names[j] for j in col[gpos].tolist()], answer)
 
 
 def _valid_utf8(chunk: bytes) -> bool:
@@ -524,15 +534,14 @@ def _valid_utf8(chunk: bytes) -> bool:
     return True
 
 
-def _fits_fast_path(lines: list[bytes]) -> bool:
+def _fits_fast_path(blob: bytes) -> bool:
     """No NUL byte and valid UTF-8 everywhere (msgspec skips fields it does not build unchecked)."""
-    blob = b"".join(lines)  # one C scan of a copy beats a Python test per line
-    return b"\0" not in blob and (blob.isascii() or _valid_utf8(blob))
+    return b"\0" not in blob and (blob.isascii() or _valid_utf8(blob))  # one C scan of the block
 
 
-def _feed_block(st: _State, lines: list[bytes], lineno: int, file_ix: int) -> None:
-    """Records of a block of whole lines starting at line `lineno`: fast path, else exact path."""
-    if _decode is not None and _fits_fast_path(lines):
+def _feed_block(st: _State, blob: bytes, lines: list[bytes], lineno: int, file_ix: int) -> None:
+    """Records of a block (`blob`, split into `lines`) starting at line `lineno`: msgspec, else the exact path."""
+    if _decode is not None and _fits_fast_path(blob):
         try:  # one value per line, or DecodeError (a blank line too)
             recs = list(map(_decode if st.adherence else _decode_core, lines))
         except (_DecodeError, RecursionError):  # msgspec refuses deep nesting with RecursionError
@@ -639,8 +648,9 @@ def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) 
         if cols is not None:
             _ingest_scanned(st, cols, blob, lineno, file_ix)
             return cols[0]
-    lines = io.BytesIO(blob).readlines()
-    _feed_block(st, lines, lineno, file_ix)
+    data = bytes(blob)
+    lines = io.BytesIO(data).readlines()
+    _feed_block(st, data, lines, lineno, file_ix)
     return len(lines)
 
 
@@ -787,22 +797,19 @@ def _slots(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         e_ix, n_e = e_ix.ravel(), ue.size
     sizes = [max(len(r["models"]), 1), max(len(r["benchmarks"]), 1), max(len(r["tasks"]), 1), max(n_e, 1)]
     space = float(np.prod(np.array(sizes, dtype=np.float64)))
-    if space >= 2**62:  # pragma: no cover - astronomically many distinct keys
+    if space < 2**62:
+        key = ((r["m"].astype(np.int64) * sizes[1] + r["b"]) * sizes[2] + r["t"]) * sizes[3] + e_ix
+        if space <= 4 * n:  # a table over the key space: no sort
+            first_at = np.full(int(space), n, np.int64)
+            np.minimum.at(first_at, key, np.arange(n))
+            first = np.flatnonzero(first_at[key] == np.arange(n))  # first records, in reading order
+            slot_of_key = np.empty(int(space), np.int64)
+            slot_of_key[key[first]] = np.arange(first.size)
+            return slot_of_key[key], first
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    else:  # pragma: no cover - astronomically many distinct keys
         _, first, inv = np.unique(np.stack([r["m"], r["b"], r["t"], e_ix], 1), axis=0,
                                   return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        slot_of = np.empty_like(order)
-        slot_of[order] = np.arange(order.size)
-        return slot_of[inv.ravel()], first[order]
-    key = ((r["m"].astype(np.int64) * sizes[1] + r["b"]) * sizes[2] + r["t"]) * sizes[3] + e_ix
-    if space <= 4 * n:  # a table over the key space: no sort
-        first_at = np.full(int(space), n, np.int64)
-        np.minimum.at(first_at, key, np.arange(n))
-        first = np.flatnonzero(first_at[key] == np.arange(n))  # first records, in reading order
-        slot_of_key = np.empty(int(space), np.int64)
-        slot_of_key[key[first]] = np.arange(first.size)
-        return slot_of_key[key], first
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     slot_of = np.empty_like(order)
     slot_of[order] = np.arange(order.size)
