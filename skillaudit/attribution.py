@@ -21,7 +21,7 @@ Everything is sparse matrix products over the pair x skill matrix; no per-pair P
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -712,7 +712,8 @@ def attribute(
         co = (X.T @ X).tocsr()  # sparse: a 20,000-skill library would not fit as a dense matrix
 
     lib_set = set(lib_ids)
-    # one value list per field, in field order: one conversion per column, not per skill
+    # one value list per field: one conversion per column, not per skill (fields left out keep
+    # their defaults: the regression's, when there is none)
     columns: dict[str, list[Any]] = {
         "skill_id": list(ids), "n_retrieved": n_k.tolist(), "b": b_k.tolist(), "c": c_k.tolist(),
         "net": (b_k - c_k).tolist(), "share": share.tolist(), "rae_k": _nums(rae),
@@ -727,8 +728,6 @@ def attribute(
             "aliases": [tuple(ids[a] for a in al.tolist()) if al.size else () for al in reg.aliases_],
             "alias_coef": _nums(reg.alias_coef_), "alias_coef_ci": _pairs(reg.alias_coef_ci_),
         }
-    else:
-        columns |= {fd.name: [fd.default] * p for fd in fields(SkillAttribution) if fd.name not in columns}
     rows_out = _dataclass_rows(SkillAttribution, columns)
     rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
     settings = {
