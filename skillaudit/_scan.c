@@ -6,12 +6,12 @@
  * a line that the other paths would read differently. Hence it is a strict, validating JSON parser
  * (RFC 8259: string escapes, control characters, number grammar, nesting) that bails on:
  *   escapes in keys or in the strings it keeps, a repeated known key,
- *   non-finite or very long numbers, lone surrogates, deep nesting, blank lines,
- *   any value of a known field outside the types the msgspec schema in runs.py accepts.
- * The caller has already checked the block for NUL bytes and invalid UTF-8.
+ *   non-finite or very long numbers, lone surrogates, deep nesting, blank lines, an object
+ *   spread over lines, any value of a known field outside the types the msgspec schema in
+ *   runs.py accepts. It checks UTF-8 and control characters (NUL included) itself.
  *
- * Ids are interned into the caller's vocabularies (dicts of str -> first-seen index); on bailing,
- * the keys added by this call are removed, so the dicts are as before.
+ * Ids are interned into the caller's vocabularies (dicts of str -> first-seen index) only once
+ * the whole block has been read, so a block given back leaves them as they were.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
