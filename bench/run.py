@@ -179,6 +179,9 @@ def main() -> int:
         elif "rank" not in skip:
             rank_res = record(n, f"rank (bootstrap {args.rank_bootstrap})", repeated(args.repeat,
                 rank_cmd, args.timeout, stdout=str(tmp / "rank.json")))
+        elif n == args.pandas_at:  # rank skipped: pandas' figures alone
+            record(n, "pandas reference", repeated(args.repeat, pandas_cmd, args.timeout,
+                                                   stdout=str(tmp / "pandas.json")))
         if "audit" not in skip:
             cmd = [*CLI, "audit", *files, "--skills", lib, "--out", str(tmp / f"audit-{n}"),
                    "--embedder", "tfidf", "--quiet"]
@@ -191,26 +194,21 @@ def main() -> int:
 
 def repeated(n: int, cmd: list[str], timeout: float, stdout: str | None = None) -> dict:
     """`measure` n times: the median-wall run, with the largest peak memory of all runs."""
-    runs = [measure(cmd, timeout, stdout) for _ in range(max(n, 1))]
-    ok = [r for r in runs if r["exit"] == 0] or runs
-    ok.sort(key=lambda r: r["wall_s"])
-    pick = dict(ok[len(ok) // 2])
-    pick["peak_mb"] = max(r["peak_mb"] for r in runs)
-    pick["repeats"] = len(runs)
-    return pick
+    return median_run([measure(cmd, timeout, stdout) for _ in range(max(n, 1))])
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median wall time (of those that succeeded), with the largest peak memory of all."""
+    ok = sorted((r for r in runs if r["exit"] == 0), key=lambda r: r["wall_s"]) or runs
+    return {**ok[len(ok) // 2], "peak_mb": max(r["peak_mb"] for r in runs), "repeats": len(runs)}
 
 
 def interleaved(n: int, cmd_a: list[str], cmd_b: list[str], timeout: float, out_a: str,
                 out_b: str) -> tuple[dict, dict, list[float]]:
     """`measure` a then b, n rounds: each one's median-wall run, and b/a wall ratio of each round."""
     pairs = [(measure(cmd_a, timeout, out_a), measure(cmd_b, timeout, out_b)) for _ in range(max(n, 1))]
-
-    def pick(runs: list[dict]) -> dict:
-        ok = sorted((r for r in runs if r["exit"] == 0), key=lambda r: r["wall_s"]) or runs
-        return {**ok[len(ok) // 2], "peak_mb": max(r["peak_mb"] for r in runs), "repeats": len(runs)}
-
     ratios = [b["wall_s"] / a["wall_s"] for a, b in pairs if a["exit"] == 0 and b["exit"] == 0]
-    return pick([a for a, _ in pairs]), pick([b for _, b in pairs]), ratios
+    return median_run([a for a, _ in pairs]), median_run([b for _, b in pairs]), ratios
 
 
 def marginal(rows: list[dict]) -> None:
