@@ -16,20 +16,25 @@ set K and flip f = y+ - y- in {-1, 0, +1}:
   joint coefficient instead of a guessed split.
 
 Everything is sparse matrix products over the pair x skill matrix; no per-pair Python loops.
+Without a bootstrap nothing here imports scipy (a quarter of a second of every `rank`): the
+matrices are `_csr.Csr`, and scipy.sparse is imported only by the interval computations.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from ._csr import Csr
 from .errors import InputError
 from .runs import PairedRuns
 from .stats import bh_qvalues, bootstrap_totals, mcnemar_exact, unit_sums
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 SCHEMA = "skillaudit.rank/v1"
 SCHEMES = ("equal", "rank", "score")
@@ -59,8 +64,8 @@ class SkillEffectRegression:
     Attributes after fit: `coef_` (p,), `coef_ci_` (p x 2), `coef_p_` (p,) two-sided bootstrap
     p-values, `identifiable_` (p,) bool, `aliases_` list of index arrays per column (other columns
     it cannot be told apart from), `alias_coef_` (p,), `alias_coef_ci_` (p x 2),
-    `boot_coef_` (n_boot x p) resampled coefficients, `gram_` X'X (p x p CSR, the co-occurrence
-    counts of the columns over the rows fitted).
+    `boot_coef_` (n_boot x p) resampled coefficients, `gram_` X'X (p x p `Csr`, the co-occurrence
+    counts of the columns over the rows fitted; `.to_scipy()` gives a scipy matrix).
     The point estimate is the ridge solution (Z'Z + alpha I)^-1 Z'y on the merged columns, the
     same as `sklearn.linear_model.Ridge(alpha, fit_intercept=False)`, from one Cholesky
     factorisation; each bootstrap resample solves the same normal equations with task
@@ -91,8 +96,8 @@ class SkillEffectRegression:
         return f"SkillEffectRegression(alpha={self.alpha!r}, n_boot={self.n_boot!r}, level={self.level!r}, random_state={self.random_state!r})"
 
     def fit(self, X: Any, y: Any, groups: Any = None) -> SkillEffectRegression:
-        X = sp.csr_matrix(X, dtype=np.float64)
-        X.data[:] = 1.0
+        X = Csr.of(X)
+        X = X.with_data(np.ones(X.nnz))
         y = np.asarray(y, dtype=np.float64).ravel()
         n, p = X.shape
         if y.shape[0] != n:
@@ -105,15 +110,15 @@ class SkillEffectRegression:
         # column per group it is the merged design's Gram matrix Z'Z, and `attribute` reuses it as
         # the co-retrieval counts. A row listing a column twice (non-canonical X) spoils the first
         # two, so such an X goes through the merged design Z as before.
-        gram = (X.T @ X).tocsr()
+        gram = X.gram()
         self.gram_ = gram
-        exact = X.has_canonical_format
+        exact = X.is_canonical()
         if exact:
             members, col_group = _identical_columns_of(gram)
         else:
-            members, col_group = _identical_columns(X, np.asarray(X.sum(axis=0)).ravel())
+            members, col_group = _identical_columns(X.to_scipy(), np.bincount(X.indices, minlength=p))
         g = len(members)
-        Z = None if exact else _merge_columns(X, col_group, g)
+        Z = None if exact else _merge_columns(X.to_scipy(), col_group, g)
 
         coef_g = np.full(g, np.nan)
         ci_g = np.full((g, 2), np.nan)
@@ -125,15 +130,22 @@ class SkillEffectRegression:
                 zgram = _merged_gram(gram, members)
                 has_own_row = _has_own_row(X, col_group, g)
                 # Z'y: a merged column is each of its members' columns (same rows, same sum order)
-                rhs = np.asarray(X.T @ y).ravel()[[cols[0] for cols in members]]
+                rhs = X.rmatvec(y)[[cols[0] for cols in members]]
+                # Z's entries: X's entries in each group's first column
+                head = np.zeros(p, dtype=bool)
+                head[[cols[0] for cols in members]] = True
+                on = head[X.indices]
+                z_rows, z_cols = X.row_index()[on], col_group[X.indices[on]]
             else:
-                zgram = (Z.T @ Z).tocsr()
+                zgram = Csr.of((Z.T @ Z).tocsr())
                 single = np.diff(Z.indptr) == 1
                 has_own_row = np.bincount(Z.indices[np.repeat(single, np.diff(Z.indptr))], minlength=g) > 0
                 rhs = np.asarray(Z.T @ y).ravel()
-            # a column retrieved alone in some row is zero in every null vector of Z, so only the
-            # columns without such a row can be entangled: the rank check looks at those alone
-            null = _null_space_of(zgram, np.flatnonzero(~has_own_row))
+                z_rows, z_cols = np.repeat(np.arange(n), np.diff(Z.indptr)), Z.indices
+            # a column retrieved alone in some row is zero in every null vector of Z, and so is one
+            # that is alone among the remaining candidates in some row: the rank check looks at the
+            # columns left after peeling those off
+            null = _null_space_of(zgram, np.flatnonzero(_entangled(z_rows, z_cols, ~has_own_row, n)))
             est_g = _estimable(null, g)
             factor = None
             wide = g > _MAX_BOOT_SKILLS
@@ -142,18 +154,19 @@ class SkillEffectRegression:
                 coef_g = coef_cg
             elif self.alpha > 0:
                 # Z'Z + alpha I in place: a 2,000-skill library holds one g x g matrix, not four
-                from scipy import linalg
-
                 dense = zgram.toarray()
                 dense.flat[:: g + 1] += self.alpha
-                factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
-                coef_g = linalg.cho_solve(factor, rhs, check_finite=False)
-            else:  # least squares; a rank-deficient design gets the minimum-norm solution
-                from scipy import linalg
+                if wide and self.n_boot > 0:  # the sandwich interval reuses the factor
+                    from scipy import linalg
 
-                coef_g = linalg.lstsq(zgram.toarray(), rhs, check_finite=False)[0]
+                    factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
+                    coef_g = linalg.cho_solve(factor, rhs, check_finite=False)
+                else:
+                    coef_g = np.linalg.solve(dense, rhs)
+            else:  # least squares; a rank-deficient design gets the minimum-norm solution
+                coef_g = np.linalg.lstsq(zgram.toarray(), rhs, rcond=None)[0]
             if self.n_boot > 0 and Z is None:
-                Z = _merge_columns(X, col_group, g)
+                Z = _merge_columns(X.to_scipy(), col_group, g)
             if self.n_boot > 0 and wide and factor is not None:
                 # too wide for resampling: cluster-robust (task-level) sandwich interval instead
                 ci_g, p_g = _sandwich(Z, y, groups, coef_g, factor, self.level)
@@ -205,10 +218,9 @@ class SkillEffectRegression:
 
     def predict(self, X: Any) -> np.ndarray:
         """Additive flip prediction sum_k coef_k over retrieved skills (aliases: joint effect)."""
-        X = sp.csr_matrix(X, dtype=np.float64)
-        X.data[:] = 1.0
+        X = Csr.of(X)
         w = np.where(self.identifiable_, self.coef_, 0.0)
-        return np.asarray(X @ np.nan_to_num(w)).ravel()
+        return X.with_data(np.ones(X.nnz)).matvec(np.nan_to_num(w))
 
     def score(self, X: Any, y: Any) -> float:
         """Coefficient of determination R^2 of `predict(X)` against `y` (scikit-learn's regressor score)."""
@@ -219,6 +231,8 @@ class SkillEffectRegression:
 
     def _bootstrap(self, Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """Coefficients of `n_boot` task-level resamples (n_boot x groups)."""
+        import scipy.sparse as sp
+
         n, g = Z.shape
         _, unit = np.unique(groups, return_inverse=True)
         unit = unit.ravel()
@@ -251,6 +265,8 @@ def _solve(grams: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 
 def _row_kron(Z: sp.csr_matrix) -> sp.csr_matrix:
     """Row-wise Kronecker product: row i is vec(z_i z_i') for the rows z_i of a 0/1 CSR matrix."""
+    import scipy.sparse as sp
+
     n, g = Z.shape
     counts = np.diff(Z.indptr)
     rows = np.repeat(np.arange(n), counts * counts)
@@ -265,6 +281,8 @@ def _row_kron(Z: sp.csr_matrix) -> sp.csr_matrix:
 
 def _merge_columns(X: sp.csr_matrix, col_group: np.ndarray, g: int) -> sp.csr_matrix:
     """The merged design Z: one 0/1 column per group of identical (non-empty) columns of X."""
+    import scipy.sparse as sp
+
     p = X.shape[1]
     onehot = sp.csr_matrix(
         (np.ones(len(col_group)), (np.arange(p), np.maximum(col_group, 0))), shape=(p, max(g, 1))
@@ -275,7 +293,7 @@ def _merge_columns(X: sp.csr_matrix, col_group: np.ndarray, g: int) -> sp.csr_ma
     return Z
 
 
-def _identical_columns_of(gram: sp.csr_matrix) -> tuple[list[list[int]], np.ndarray]:
+def _identical_columns_of(gram: Csr) -> tuple[list[list[int]], np.ndarray]:
     """`_identical_columns` from X'X of a canonical 0/1 X, without a pass per column.
 
     Columns a and b hold the same rows exactly when a'b = a'a = b'b.
@@ -295,7 +313,7 @@ def _identical_columns_of(gram: sp.csr_matrix) -> tuple[list[list[int]], np.ndar
     return members, col_group
 
 
-def _has_own_row(X: sp.csr_matrix, col_group: np.ndarray, g: int) -> np.ndarray:
+def _has_own_row(X: Csr, col_group: np.ndarray, g: int) -> np.ndarray:
     """Bool per merged column: some row of canonical X retrieves it alone (a row of Z with one entry).
 
     A row holding one member of a group holds all of them (identical columns), so it holds that
@@ -306,6 +324,29 @@ def _has_own_row(X: sp.csr_matrix, col_group: np.ndarray, g: int) -> np.ndarray:
     grp = col_group[X.indices[X.indptr[:-1][nonempty]]]  # the group of each row's first entry
     size = np.bincount(col_group[col_group >= 0], minlength=g)
     return np.bincount(grp[length[nonempty] == size[grp]], minlength=g) > 0
+
+
+def _entangled(rows: np.ndarray, cols: np.ndarray, cand: np.ndarray, n_rows: int,
+               max_rounds: int = 200) -> np.ndarray:
+    """Columns of a 0/1 design (entries `rows`, `cols`) that can be nonzero in one of its null vectors.
+
+    `cand`: the columns not yet known to be zero in every null vector. If a row holds exactly one
+    candidate column j, every other column of that row is zero in every null vector, so
+    z_row . v = v_j = 0 and j is not a candidate either; that can leave another row with one
+    candidate, and so on. Each round peels every such column; what is left after the last round
+    (or `max_rounds`) is a superset of the columns any null vector uses.
+    """
+    cand = cand.copy()
+    live = cand[cols]
+    r, c = rows[live], cols[live]
+    for _ in range(max_rounds):
+        lone = np.bincount(r, minlength=n_rows)[r] == 1
+        if not lone.any():
+            break
+        cand[c[lone]] = False
+        keep = cand[c]
+        r, c = r[keep], c[keep]
+    return cand
 
 
 def _identical_columns(X: sp.csr_matrix, col_n: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
@@ -329,30 +370,28 @@ def _identical_columns(X: sp.csr_matrix, col_n: np.ndarray) -> tuple[list[list[i
     return members, col_group
 
 
-def _merged_gram(gram: sp.csr_matrix, members: list[list[int]]) -> sp.csr_matrix:
+def _merged_gram(gram: Csr, members: list[list[int]]) -> Csr:
     """Z'Z of the merged design from X'X (0/1 X without repeated entries), in canonical CSR form.
 
     A merged column equals each of its members' columns, so Z'Z is X'X restricted to one member
-    per group: the same matrix, entry for entry and in the same order, as (Z.T @ Z).tocsr().
+    per group (the first, so in increasing order): the matrix (Z.T @ Z) is, entry for entry.
     """
     first = np.array([cols[0] for cols in members], dtype=np.int64)
     if first.size == gram.shape[0]:  # every column non-empty and distinct: Z is X
         return gram
-    out = gram[first][:, first].tocsr()
-    out.sort_indices()
-    return out
+    return gram.take(first)
 
 
-def _ridge_cg(gram: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray | None:
+def _ridge_cg(gram: Csr, rhs: np.ndarray, alpha: float) -> np.ndarray | None:
     """(Z'Z + alpha I)^-1 rhs by Jacobi-preconditioned conjugate gradients on the sparse Gram matrix.
 
     For wide libraries a dense Cholesky costs O(g^3) (about a second at 2,000 skills on two cores);
     the Gram matrix of co-retrievals is sparse and well conditioned (alpha on the diagonal), so
     CG reaches 1e-12 relative residual in a few dozen products. None when it does not converge.
-    The iteration is scipy.sparse.linalg.cg's, step for step (same results), written out so that
-    `rank` does not import scipy.linalg (~60 ms of its start-up).
+    The iteration is scipy.sparse.linalg.cg's, step for step, written out so that `rank` does
+    not import scipy (its products sum rows in numpy's order: equal to cg's within its tolerance).
     """
-    a = gram + alpha * sp.identity(gram.shape[0], format="csr")
+    a = gram.plus_diagonal(alpha)
     diag = a.diagonal()
     b = np.asarray(rhs, dtype=np.float64).ravel()
     x = np.zeros_like(b)
@@ -371,7 +410,7 @@ def _ridge_cg(gram: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray 
         else:
             p *= rho / rho_prev
             p += z
-        q = a @ p
+        q = a.matvec(p)
         step = rho / np.dot(p, q)
         x += step * p
         r -= step * q
@@ -379,7 +418,7 @@ def _ridge_cg(gram: sp.csr_matrix, rhs: np.ndarray, alpha: float) -> np.ndarray 
     return None
 
 
-def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
+def _null_space_of(zgram: Csr, cols: np.ndarray) -> np.ndarray:
     """Null-space basis of Z (g x k) from Z'Z, given that only `cols` can be nonzero in a null vector.
 
     Columns that never share a row are independent blocks of Z[:, cols], so the null space is the
@@ -388,7 +427,7 @@ def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
     g = zgram.shape[1]
     if cols.size == 0:
         return np.zeros((g, 0))
-    gram = zgram[cols][:, cols].tocsr()
+    gram = zgram.take(cols)
     n_comp, label = _components(gram)
     blocks = []
     order = np.argsort(label, kind="stable")
@@ -397,7 +436,7 @@ def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
         members = order[bounds[comp]:bounds[comp + 1]]
         if members.size < 2:  # one non-empty column alone is never a combination of nothing
             continue
-        part = _null_space(gram[members][:, members].toarray())
+        part = _null_space(gram.take(members).toarray())
         if part.shape[1]:
             full = np.zeros((g, part.shape[1]))
             full[cols[members]] = part
@@ -405,7 +444,7 @@ def _null_space_of(zgram: sp.csr_matrix, cols: np.ndarray) -> np.ndarray:
     return np.hstack(blocks) if blocks else np.zeros((g, 0))
 
 
-def _components(adj: sp.csr_matrix) -> tuple[int, np.ndarray]:
+def _components(adj: Csr) -> tuple[int, np.ndarray]:
     """Connected components of a symmetric sparse adjacency, numbered by their smallest node.
 
     What scipy.sparse.csgraph.connected_components returns; that module imports scipy.linalg
@@ -414,12 +453,12 @@ def _components(adj: sp.csr_matrix) -> tuple[int, np.ndarray]:
     if adj.nnz > 200_000:
         from scipy.sparse.csgraph import connected_components
 
-        return connected_components(adj, directed=False)
-    coo = adj.tocoo()
+        return connected_components(adj.to_scipy(), directed=False)
+    row, col = adj.row_index(), adj.indices
     label = np.arange(adj.shape[0])
     while True:  # each node takes the smallest label among its neighbours' and its label's label
         new = label.copy()
-        np.minimum.at(new, coo.row, label[coo.col])
+        np.minimum.at(new, row, label[col])
         new = new[new]
         if np.array_equal(new, label):
             break
@@ -477,6 +516,7 @@ def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndar
     cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u; only its
     diagonal is formed, so a 2,000-skill library costs one factorisation and one product.
     """
+    import scipy.sparse as sp
     from scipy import linalg, special
 
     n, g = Z.shape
@@ -576,7 +616,7 @@ class AttributionResult:
     totals: dict[str, int]
     settings: dict[str, Any]
     skill_ids: tuple[str, ...] = ()  # column order of `co_retrieval`
-    co_retrieval: sp.csr_matrix = field(default_factory=lambda: sp.csr_matrix((0, 0)), repr=False, compare=False)
+    co_retrieval: Csr = field(default_factory=lambda: Csr.of(np.zeros((0, 0))), repr=False, compare=False)
 
     def get(self, skill_id: str) -> SkillAttribution | None:
         for s in self.skills:
@@ -589,7 +629,7 @@ class AttributionResult:
         if skill_id not in self.skill_ids:
             return []
         i = self.skill_ids.index(skill_id)
-        row = self.co_retrieval[[i]].toarray().ravel()
+        row = self.co_retrieval.row(i)
         row[i] = 0
         order = np.lexsort((np.arange(row.size), -row))
         return [(self.skill_ids[j], int(row[j])) for j in order if row[j] > 0]
@@ -605,32 +645,40 @@ class AttributionResult:
 
 # ---------------------------------------------------------------- computation
 def indicator(runs: PairedRuns) -> sp.csr_matrix:
-    """Pairs x skills 0/1 retrieval matrix (float64, CSR)."""
+    """Pairs x skills 0/1 retrieval matrix (float64, scipy CSR)."""
     x = runs.ranks.tocsr().astype(np.float64, copy=True)
     x.data[:] = 1.0
     return x
 
 
 def share_weights(runs: PairedRuns, scheme: str = "equal") -> tuple[sp.csr_matrix, int]:
-    """Pairs x skills weights, each retrieving row summing to 1; and how many rows fell back to equal.
+    """Pairs x skills weights (scipy CSR), each retrieving row summing to 1; and how many rows fell back to equal.
 
     `equal`: 1/|K|. `rank`: proportional to 1/rank. `score`: proportional to the retrieval score;
     a row with any missing, non-finite or negative score, or scores summing to 0, falls back to
     equal weights (counted in the second return value).
     """
+    import scipy.sparse as sp
+
+    vals, fallback = _share_values(runs, scheme)
+    r = runs.retrieval
+    return sp.csr_matrix((vals, r.indices.copy(), r.indptr.copy()), shape=r.shape), fallback
+
+
+def _share_values(runs: PairedRuns, scheme: str) -> tuple[np.ndarray, int]:
+    """`share_weights`' values, one per entry of `runs.retrieval`, and the fallback count."""
     if scheme not in SCHEMES:
         raise AttributionError(f"unknown attribution scheme {scheme!r} (expected one of {', '.join(SCHEMES)})")
-    ranks = runs.ranks.tocsr()
+    ranks = runs.retrieval
     n_rows = ranks.shape[0]
-    row_of = np.repeat(np.arange(n_rows), np.diff(ranks.indptr))
+    row_of = ranks.row_index()
     fallback = 0
     if scheme == "equal":
         vals = np.ones(ranks.nnz)
     elif scheme == "rank":
         vals = 1.0 / ranks.data.astype(np.float64)
     else:
-        scores = runs.scores.tocsr()
-        vals = scores.data.astype(np.float64)
+        vals = runs.retrieval_scores.astype(np.float64)
         bad_entry = ~np.isfinite(vals) | (vals < 0)
         bad_row = np.bincount(row_of, weights=bad_entry, minlength=n_rows) > 0
         row_sum = np.bincount(row_of, weights=np.where(bad_entry, 0.0, vals), minlength=n_rows)
@@ -638,9 +686,7 @@ def share_weights(runs: PairedRuns, scheme: str = "equal") -> tuple[sp.csr_matri
         vals = np.where(bad_row[row_of], 1.0, vals)
         fallback = int(bad_row.sum())
     row_sum = np.bincount(row_of, weights=vals, minlength=n_rows)
-    vals = vals / row_sum[row_of]
-    w = sp.csr_matrix((vals, ranks.indices.copy(), ranks.indptr.copy()), shape=ranks.shape)
-    return w, fallback
+    return vals / row_sum[row_of], fallback
 
 
 def attribute(
@@ -664,11 +710,10 @@ def attribute(
     extra = tuple(sorted(set(lib_ids) - set(runs.skills)))
     ids = tuple(runs.skills) + extra
     p = len(ids)
-    X = indicator(runs)
-    W, fallback = share_weights(runs, scheme)
-    if extra:  # library skills nobody retrieved: empty columns
-        X = sp.hstack([X, sp.csr_matrix((X.shape[0], len(extra)))], format="csr")
-        W = sp.hstack([W, sp.csr_matrix((W.shape[0], len(extra)))], format="csr")
+    hits = runs.retrieval
+    # 0/1 retrieval matrix; library skills nobody retrieved are its last, empty, columns
+    X = Csr(np.ones(hits.nnz), hits.indices, hits.indptr, (hits.shape[0], p))
+    w, fallback = _share_values(runs, scheme)
 
     f = runs.flip.astype(np.float64)
     pos = (f > 0).astype(np.float64)
@@ -676,12 +721,13 @@ def attribute(
     # exposure counts: X's entries counted by skill and by their pair's class (no flip, rescue,
     # harm; +3 when the skill was retrieved alone) in one bincount, not X' @ a pairs x 7 matrix
     pair_class = (f > 0) + 2 * (f < 0) + 3 * (runs.n_skills_retrieved == 1)
-    by_class = np.bincount(np.repeat(pair_class, np.diff(X.indptr)) * p + X.indices, minlength=6 * p)
+    row_of = X.row_index()
+    by_class = np.bincount(pair_class[row_of] * p + X.indices, minlength=6 * p)
     by_class = by_class.reshape(6, p).astype(np.int64)
     n_k, ex_n = by_class.sum(axis=0), by_class[3:].sum(axis=0)
     b_k, c_k = by_class[1] + by_class[4], by_class[2] + by_class[5]
     ex_b, ex_c = by_class[4], by_class[5]
-    share = np.asarray(W.T @ f).ravel()
+    share = np.bincount(X.indices, weights=w * f[row_of], minlength=p)  # W' f
     retrieved = n_k > 0
     pvals = np.where(retrieved, mcnemar_exact(b_k, c_k), np.nan)
     qvals = bh_qvalues(pvals)
@@ -697,10 +743,10 @@ def attribute(
 
     reg: SkillEffectRegression | None = None
     coef_q = np.full(p, np.nan)
-    co: sp.csr_matrix | None = None
+    co: Csr | None = None
     if regression:
         rows = np.flatnonzero(in_cond)
-        x_call = X[rows]
+        x_call = X.take_rows(rows)
         reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
         # the bootstrap units matter only to an interval (np.unique over every pair is 10 ms)
         groups = runs.unit_ids()[rows] if n_boot > 0 else None
@@ -709,7 +755,7 @@ def attribute(
         if x_call.nnz == X.nnz:  # every retrieval is in S_call: the fit's X'X is all of them
             co = reg.gram_
     if co is None:
-        co = (X.T @ X).tocsr()  # sparse: a 20,000-skill library would not fit as a dense matrix
+        co = X.gram()
 
     lib_set = set(lib_ids)
     # one value list per field: one conversion per column, not per skill (fields left out keep

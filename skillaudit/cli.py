@@ -169,7 +169,6 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
     funnel's "adhered" stage also counts answers that repeat a code line of a retrieved skill.
     """
     from .metrics import compute_metrics
-    from .render import metrics_table
 
     lib = load_library_for_cli(skills_path)
     paired = load_runs_for_cli(runs, strict, lib, jobs)
@@ -179,6 +178,8 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
         doc["inputs"] = list(runs)
         emit_json(doc)
     else:
+        from .render import metrics_table  # rich: only for the table
+
         metrics_table(result)
 
 

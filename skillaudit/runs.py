@@ -1,8 +1,8 @@
 """Paired run logs: stream JSON Lines records (DESIGN §3.1), pair enabled with disabled runs.
 
 The result is held in arrays, not per-record objects: one row per pair in numpy vectors and a
-scipy.sparse pair x skill matrix whose values are the 1-based rank of the skill in the pair's
-deduplicated retrieved set. While reading, records are kept as per-record numpy columns (ids into
+sparse (CSR) pair x skill matrix whose values are the 1-based rank of the skill in the pair's
+deduplicated retrieved set (`retrieval`; `ranks` is the same matrix as scipy.sparse). While reading, records are kept as per-record numpy columns (ids into
 small vocabularies), and pairing is done once, with numpy, when every file has been read.
 """
 
@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import repeat
 from operator import attrgetter, is_not
 from pathlib import Path
@@ -22,7 +23,6 @@ from typing import IO, Annotated, Any, Literal
 
 import numpy as np
 import orjson
-import scipy.sparse as sp
 
 try:  # the C column scanner (setup.py builds it when a compiler is there); else msgspec reads all
     from . import _scan
@@ -34,6 +34,7 @@ try:  # typed decoding of only the fields read; without it every line takes the 
 except ImportError:  # pragma: no cover
     msgspec = None  # type: ignore[assignment]
 
+from ._csr import Csr
 from .errors import RunLogError, UnpairedError
 
 ENABLED, DISABLED = 1, 0
@@ -61,8 +62,9 @@ class PairedRuns:
     y_neg: np.ndarray  # bool: disabled run correct
     invoked: np.ndarray  # bool: enabled run called the retrieval tool
     adhered: np.ndarray  # int8: 1/0, or -1 when no answer was logged
-    ranks: sp.csr_matrix  # pairs x skills, 1-based rank of each retrieved skill (0 = not retrieved)
-    scores: sp.csr_matrix  # same sparsity pattern as ranks; retrieval score (nan when not logged)
+    # pairs x skills: the 1-based rank of each retrieved skill, columns sorted within each row
+    retrieval: Csr
+    retrieval_scores: np.ndarray  # float32 per entry of `retrieval`: its score (nan when not logged)
     n_unpaired: int = 0
     unpaired_examples: tuple[str, ...] = ()
     n_error_pairs: int = 0
@@ -72,10 +74,21 @@ class PairedRuns:
     def n_pairs(self) -> int:
         return int(self.y_pos.shape[0])
 
+    @cached_property
+    def ranks(self) -> Any:
+        """scipy.sparse.csr_matrix, pairs x skills: 1-based rank of each retrieved skill (0 = not retrieved)."""
+        return self.retrieval.to_scipy()
+
+    @cached_property
+    def scores(self) -> Any:
+        """scipy.sparse.csr_matrix with the pattern of `ranks`: the retrieval scores (nan when not logged)."""
+        r = self.retrieval
+        return Csr(self.retrieval_scores, r.indices.copy(), r.indptr.copy(), r.shape).to_scipy()
+
     @property
     def n_skills_retrieved(self) -> np.ndarray:
         """Size of each pair's deduplicated retrieved set."""
-        return np.diff(self.ranks.indptr)
+        return np.diff(self.retrieval.indptr)
 
     @property
     def retrieved(self) -> np.ndarray:
@@ -95,12 +108,15 @@ class PairedRuns:
     def subset(self, mask: np.ndarray) -> PairedRuns:
         """Only the pairs where `mask` is true (vocabularies are kept)."""
         idx = np.flatnonzero(mask)
+        hits = self.retrieval.take_rows(idx)
+        lengths = np.diff(self.retrieval.indptr)[idx]
+        pos = np.repeat(self.retrieval.indptr[:-1][idx] - hits.indptr[:-1], lengths) + np.arange(hits.nnz)
         return PairedRuns(
             models=self.models, benchmarks=self.benchmarks, tasks=self.tasks, skills=self.skills,
             model=self.model[idx], benchmark=self.benchmark[idx], task=self.task[idx],
             epoch=self.epoch[idx], y_pos=self.y_pos[idx], y_neg=self.y_neg[idx],
             invoked=self.invoked[idx], adhered=self.adhered[idx],
-            ranks=self.ranks[idx], scores=self.scores[idx],
+            retrieval=hits, retrieval_scores=self.retrieval_scores[pos],
             n_unpaired=self.n_unpaired, unpaired_examples=self.unpaired_examples,
             n_error_pairs=self.n_error_pairs, sources=self.sources,
         )
@@ -905,13 +921,13 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
     rows = row_of[p["rows"]]
     sel = np.flatnonzero(rows >= 0)
     shape = (idx.size, len(p["skills"]))
-    # one COO -> CSR conversion of the items' positions gives the order for both matrices
-    where = sp.csr_matrix((np.arange(1, sel.size + 1, dtype=np.int64), (rows[sel], p["cols"][sel])), shape=shape)
-    where.sort_indices()
-    order = sel[where.data - 1]
-    ranks = sp.csr_matrix((p["rk"][order], where.indices, where.indptr), shape=shape)
-    scores = sp.csr_matrix((p["sc"][order], where.indices.copy(), where.indptr.copy()), shape=shape)
-    ranks.has_sorted_indices = scores.has_sorted_indices = True
+    # the items in (row, column) order: one stable sort of a combined key (the items arrive
+    # nearly in row order, which the sort exploits)
+    r_sel = rows[sel]
+    order = sel[np.argsort(r_sel * shape[1] + p["cols"][sel], kind="stable")]
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r_sel, minlength=shape[0]), out=indptr[1:])
+    hits = Csr(p["rk"][order], p["cols"][order].astype(np.int32), indptr, shape)
     return PairedRuns(
         models=tuple(p["models"]), benchmarks=tuple(p["benchmarks"]), tasks=tuple(p["tasks"]),
         skills=tuple(p["skills"]),
@@ -919,7 +935,7 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
         task=p["t"][idx].astype(np.int32), epoch=p["e"][idx].astype(np.int32),
         y_pos=p["y_pos"][idx].astype(bool), y_neg=p["y_neg"][idx].astype(bool),
         invoked=p["invoked"][idx].astype(bool), adhered=p["adh"][idx].copy(),
-        ranks=ranks, scores=scores,
+        retrieval=hits, retrieval_scores=p["sc"][order],
         n_unpaired=int(unpaired.size), unpaired_examples=tuple(examples),
         n_error_pairs=int((both & errored).sum()), sources=tuple(names[i] for i in sorted(names)),
     )

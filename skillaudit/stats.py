@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from statistics import NormalDist
 
 import numpy as np
-from scipy import special as _sp  # not scipy.stats: importing it costs ~1 s per command
 
 # Above this many distinct unit patterns the bootstrap resamples unit indices in chunks instead.
 _MAX_PATTERNS = 4096
@@ -21,16 +22,56 @@ def mcnemar_exact(b: int | np.ndarray, c: int | np.ndarray) -> float | np.ndarra
     c_arr = np.asarray(c, dtype=np.int64)
     n = b_arr + c_arr
     k = np.minimum(b_arr, c_arr)
-    p = np.minimum(1.0, 2.0 * _sp.bdtr(k, n, 0.5))  # binomial CDF P(X <= k)
+    p = np.minimum(1.0, 2.0 * binom_half_cdf(k, n))
     p = np.where(n == 0, 1.0, p)
     return float(p) if p.ndim == 0 else p
+
+
+def binom_half_cdf(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """P(X <= k) for X ~ Binomial(n, 1/2), elementwise, for 0 <= k <= n (scipy.special.bdtr(k, n, 0.5)).
+
+    Written out because scipy.special takes a quarter of a second to import. The largest term
+    C(n, k) / 2^n comes from lgamma; the rest of the sum runs down from it by the exact term
+    ratios i / (n - i + 1), largest terms first, until the terms stop counting. The error is
+    lgamma's cancellation at large n, as in cephes' incomplete beta behind bdtr: both are within
+    about 1e-13 (n = 100) to 1e-10 (n = 20,000) of the exact value, relative (tested).
+    """
+    k = np.asarray(k, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    shape = np.broadcast_shapes(k.shape, n.shape)
+    k, n = np.broadcast_to(k, shape).ravel(), np.broadcast_to(n, shape).ravel()
+    out = np.ones(k.size)
+    # above the median the complement is the small side: P(X <= k) = 1 - P(X <= n - k - 1)
+    upper = 2 * k >= n
+    kk = np.where(upper, n - k - 1, k)
+    live = np.flatnonzero((kk >= 0) & (k < n))
+    if live.size:
+        lg = np.vectorize(math.lgamma, otypes=[float])
+        nn, ks = n[live].astype(np.float64), kk[live].astype(np.float64)
+        top = np.exp(lg(nn + 1) - lg(ks + 1) - lg(nn - ks + 1) - nn * math.log(2.0))
+        total = np.ones(live.size)  # the sum over i <= k of term(i) / term(k)
+        term = np.ones(live.size)
+        act = np.arange(live.size)
+        j = 0
+        while act.size:
+            j += 1
+            act = act[ks[act] >= j]
+            term_a = term[act] * (ks[act] - j + 1) / (nn[act] - ks[act] + j)
+            term[act] = term_a
+            total[act] += term_a
+            act = act[term_a > 1e-18 * total[act]]
+        tail = top * total
+        out[live] = np.where(upper[live], 1.0 - tail, tail)
+    out[k < 0] = 0.0
+    out[k >= n] = 1.0
+    return out.reshape(shape)
 
 
 def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a proportion k/n; (nan, nan) when n = 0."""
     if n <= 0:
         return (float("nan"), float("nan"))
-    z = _sp.ndtri(0.5 + level / 2)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     p = k / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.stats import binomtest
 
+from skillaudit._csr import Csr
 from skillaudit.attribution import SCHEMA, SkillEffectRegression, attribute, share_weights
 from skillaudit.errors import InputError
 from skillaudit.library import Library, Skill
@@ -318,13 +319,14 @@ def test_gram_shortcuts_equal_the_merged_design():
         X[:, 9] = X[:, 8]
         X = sp.csr_matrix(X)
         y = rng.normal(size=X.shape[0])
-        gram = (X.T @ X).tocsr()
+        gram = Csr.of(X).gram()
         members, col_group = am._identical_columns(X, np.asarray(X.sum(axis=0)).ravel())
         got_members, got_group = am._identical_columns_of(gram)
         assert got_members == members and got_group.tolist() == col_group.tolist()
         g = len(members)
         Z = am._merge_columns(X, col_group, g)
         ref, got = (Z.T @ Z).tocsr(), am._merged_gram(gram, members)
+        ref.sort_indices()
         for a in ("indptr", "indices", "data"):
             assert np.array_equal(getattr(ref, a), getattr(got, a))
         single = np.diff(Z.indptr) == 1
@@ -361,7 +363,7 @@ def test_rows_are_the_dataclass_objects_and_co_retrieval_is_x_prime_x():
 
 
 def test_written_out_cg_and_components_equal_scipys():
-    """The conjugate-gradient ridge and the connected components equal scipy's cg and csgraph exactly."""
+    """The conjugate-gradient ridge agrees with scipy's cg to its tolerance; the components equal csgraph's exactly."""
     import scipy.sparse as sp
     from scipy.sparse import linalg as sla
     from scipy.sparse.csgraph import connected_components
@@ -379,13 +381,13 @@ def test_written_out_cg_and_components_equal_scipys():
         diag = a.diagonal()
         pre = sla.LinearOperator(a.shape, matvec=lambda v, d=diag: v / d, dtype=np.float64)
         want, info = sla.cg(a, rhs, rtol=1e-12, atol=0.0, M=pre, maxiter=10 * g)
-        got = _ridge_cg(gram, rhs, alpha)
-        assert info == 0 and np.array_equal(got, want)
-        n_comp, label = _components(gram)
+        got = _ridge_cg(Csr.of(gram), rhs, alpha)
+        assert info == 0 and np.allclose(got, want, rtol=1e-9, atol=1e-12)
+        n_comp, label = _components(Csr.of(gram))
         ref_n, ref_label = connected_components(gram, directed=False)
         assert n_comp == ref_n and np.array_equal(label, ref_label)
     chain = sp.diags([np.ones(499), np.ones(499)], [-1, 1], format="csr")  # one long component
-    assert _components(chain)[0] == 1
+    assert _components(Csr.of(chain))[0] == 1
 
 
 def test_small_blocks_skip_the_pivoted_cholesky_with_the_same_null_space(monkeypatch):
@@ -408,3 +410,42 @@ def test_small_blocks_skip_the_pivoted_cholesky_with_the_same_null_space(monkeyp
     for a, b in zip(direct, via_cholesky, strict=True):
         assert a.shape == b.shape and np.allclose(a, b)
     assert sum(a.shape[1] > 0 for a in direct) >= 15  # the aliased designs were found rank-deficient
+
+
+def test_peeling_keeps_every_column_a_null_vector_uses():
+    """Columns peeled off (alone among the candidates in some row) are zero in every null vector of the design."""
+    from skillaudit.attribution import _entangled
+
+    rng = np.random.default_rng(21)
+    peeled_some = 0
+    for _ in range(60):
+        n, g = int(rng.integers(3, 40)), int(rng.integers(2, 25))
+        Z = (rng.random((n, g)) < rng.uniform(0.05, 0.4)).astype(float)
+        for _ in range(int(rng.integers(0, 3))):  # plant sums of other columns
+            a, b, c = rng.choice(g, 3, replace=False)
+            Z[:, a] = np.minimum(Z[:, b] + Z[:, c], 1) * (Z[:, b] * Z[:, c] == 0)
+        _, sv, vt = np.linalg.svd(Z)
+        rank = int((sv > 1e-9).sum())
+        used = np.linalg.norm(vt[rank:], axis=0) > 1e-8  # columns some null vector uses
+        rows, cols = np.nonzero(Z)
+        own = np.bincount(cols[np.bincount(rows, minlength=n)[rows] == 1], minlength=g) > 0
+        cand = _entangled(rows, cols, ~own, n)
+        assert not (used & ~cand).any()
+        peeled_some += int((~own & ~cand).sum())
+    assert peeled_some > 0  # the peeling itself ran, beyond the rows of one column
+
+
+def test_separate_dependencies_in_one_block_get_their_own_aliases():
+    """Two unrelated linear dependencies joined through a skill that is provably not entangled are reported apart."""
+    names = ["A", "B", "C", "D", "E", "F", "K", "O"]
+    rows = [["A", "B"], ["A", "C"], ["D", "E"], ["D", "F"], ["K", "O"], ["O"], ["K", "A", "B"], ["K", "D", "E"]]
+    rows = rows * 3
+    ix = {s: i for i, s in enumerate(names)}
+    X = sp.csr_matrix((np.ones(sum(map(len, rows))),
+                       (np.repeat(np.arange(len(rows)), [len(r) for r in rows]),
+                        [ix[s] for r in rows for s in r])), shape=(len(rows), len(names)))
+    fit = SkillEffectRegression(n_boot=0).fit(X, np.resize([1.0, -1.0, 0.0, 0.0], len(rows)))
+    assert fit.identifiable_.tolist() == [False] * 6 + [True, True]
+    aliases = {names[j]: {names[k] for k in fit.aliases_[j]} for j in range(6)}
+    assert aliases == {"A": {"B", "C"}, "B": {"A", "C"}, "C": {"A", "B"},
+                       "D": {"E", "F"}, "E": {"D", "F"}, "F": {"D", "E"}}

@@ -82,3 +82,21 @@ def test_simulate_command_writes_and_refuses_non_empty(tmp_path):
     again = runner.invoke(cli, ["simulate", "--out", str(tmp_path / "s")])
     assert again.exit_code == 2
     assert f"Error: {tmp_path / 's'}: already exists and is not an empty folder" in again.stderr
+
+
+@pytest.mark.parametrize("command", [["rank", "--json", "--bootstrap", "0"], ["rank", "--bootstrap", "0"],
+                                     ["metrics", "--json"]])
+def test_rank_and_metrics_run_without_importing_scipy(sim_dir, command):
+    """rank without a bootstrap and metrics never import scipy (its import is a quarter of rank's time)."""
+    import subprocess
+    import sys
+
+    out, _ = sim_dir
+    args = [command[0], str(out / "runs.jsonl"), "--skills", str(out / "skills"), *command[1:]]
+    probe = ("import sys\nfrom click.testing import CliRunner\nfrom skillaudit.cli import cli\n"
+             f"res = CliRunner().invoke(cli, {args!r})\n"
+             "assert res.exit_code == 0, res.output\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'sklearn', 'pandas'}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

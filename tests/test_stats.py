@@ -7,6 +7,7 @@ import pytest
 
 from skillaudit.stats import (
     bh_qvalues,
+    binom_half_cdf,
     bootstrap_totals,
     mcnemar_exact,
     paired_bootstrap_ci,
@@ -36,6 +37,35 @@ def test_mcnemar_is_vectorised():
     """Arrays of counts give an array of p-values."""
     p = mcnemar_exact(np.array([0, 10, 0]), np.array([0, 2, 5]))
     assert p.tolist() == pytest.approx([1.0, 158 / 4096, 0.0625])
+
+
+def test_binomial_cdf_equals_exact_fractions():
+    """P(X <= k) for X ~ Bin(n, 1/2) is within 1e-12 (relative) of the exact rational value for every k, n <= 80."""
+    from fractions import Fraction
+    from math import comb
+
+    n = np.repeat(np.arange(81), np.arange(81) + 3)
+    k = np.concatenate([np.arange(-1, m + 2) for m in range(81)])
+    got = binom_half_cdf(k, n)
+    for kk, nn, g in zip(k.tolist(), n.tolist(), got.tolist(), strict=True):
+        exact = float(Fraction(sum(comb(nn, i) for i in range(max(0, min(kk, nn) + 1))), 2**nn))
+        assert g == pytest.approx(exact, rel=1e-12, abs=0.0), (kk, nn)
+
+
+def test_binomial_cdf_agrees_with_scipy_at_large_n():
+    """Up to a million trials the written-out CDF stays within scipy's own rounding of bdtr (1e-8 relative)."""
+    from scipy.special import bdtr
+
+    rng = np.random.default_rng(5)
+    for top in (100, 10_000, 1_000_000):
+        n = rng.integers(1, top, size=400)
+        k = (n // 2 - np.abs(rng.normal(0, 3 * np.sqrt(n)))).astype(np.int64).clip(0)
+        want = bdtr(k, n, 0.5)
+        got = binom_half_cdf(k, n)
+        ok = want > 1e-290
+        assert np.allclose(got[ok], want[ok], rtol=1e-8, atol=0.0)
+        assert np.all(got[~ok] < 1e-280)
+    assert binom_half_cdf(np.array([[0, 1], [2, 3]]), 3).shape == (2, 2)
 
 
 def test_wilson_interval_known_value():
