@@ -96,14 +96,18 @@ class Csr:
         row_start[self.indptr[:-1][np.diff(self.indptr) > 0]] = True
         return bool(np.all((step > 0) | row_start[1:]))
 
-    def take_rows(self, idx: np.ndarray) -> Csr:
-        """The rows `idx` (in that order)."""
+    def row_entries(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For the rows `idx` (in that order): their indptr, and the positions of their entries here."""
         idx = np.asarray(idx, dtype=np.int64)
         lengths = np.diff(self.indptr)[idx]
         indptr = np.zeros(idx.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
-        pos = np.repeat(self.indptr[:-1][idx] - indptr[:-1], lengths) + np.arange(indptr[-1])
-        return Csr(self.data[pos], self.indices[pos], indptr, (idx.size, self.shape[1]))
+        return indptr, np.repeat(self.indptr[:-1][idx] - indptr[:-1], lengths) + np.arange(indptr[-1])
+
+    def take_rows(self, idx: np.ndarray) -> Csr:
+        """The rows `idx` (in that order)."""
+        indptr, pos = self.row_entries(idx)
+        return Csr(self.data[pos], self.indices[pos], indptr, (indptr.size - 1, self.shape[1]))
 
     def take(self, keep: np.ndarray) -> Csr:
         """The square submatrix of rows and columns `keep` (increasing), renumbered 0..len(keep)-1."""

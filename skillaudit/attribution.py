@@ -67,8 +67,9 @@ class SkillEffectRegression:
     `boot_coef_` (n_boot x p) resampled coefficients, `gram_` X'X (p x p `Csr`, the co-occurrence
     counts of the columns over the rows fitted; `.to_scipy()` gives a scipy matrix).
     The point estimate is the ridge solution (Z'Z + alpha I)^-1 Z'y on the merged columns, the
-    same as `sklearn.linear_model.Ridge(alpha, fit_intercept=False)`, from one Cholesky
-    factorisation; each bootstrap resample solves the same normal equations with task
+    same as `sklearn.linear_model.Ridge(alpha, fit_intercept=False)`, from one dense solve
+    (conjugate gradients on the sparse Gram matrix for wide designs without resampling; a
+    Cholesky factorisation when the sandwich interval reuses it); each bootstrap resample solves the same normal equations with task
     multiplicities as sample weights, all resamples in one batched solve. The class follows the
     scikit-learn estimator conventions without importing scikit-learn (a second of start-up).
     """

@@ -2,8 +2,9 @@
 
 The result is held in arrays, not per-record objects: one row per pair in numpy vectors and a
 sparse (CSR) pair x skill matrix whose values are the 1-based rank of the skill in the pair's
-deduplicated retrieved set (`retrieval`; `ranks` is the same matrix as scipy.sparse). While reading, records are kept as per-record numpy columns (ids into
-small vocabularies), and pairing is done once, with numpy, when every file has been read.
+deduplicated retrieved set (`retrieval`; `ranks` is the same matrix as scipy.sparse). While
+reading, records are kept as per-record numpy columns (ids into small vocabularies), and pairing
+is done once, with numpy, when every file has been read.
 """
 
 from __future__ import annotations
@@ -108,9 +109,9 @@ class PairedRuns:
     def subset(self, mask: np.ndarray) -> PairedRuns:
         """Only the pairs where `mask` is true (vocabularies are kept)."""
         idx = np.flatnonzero(mask)
-        hits = self.retrieval.take_rows(idx)
-        lengths = np.diff(self.retrieval.indptr)[idx]
-        pos = np.repeat(self.retrieval.indptr[:-1][idx] - hits.indptr[:-1], lengths) + np.arange(hits.nnz)
+        r = self.retrieval
+        indptr, pos = r.row_entries(idx)
+        hits = Csr(r.data[pos], r.indices[pos], indptr, (idx.size, r.shape[1]))
         return PairedRuns(
             models=self.models, benchmarks=self.benchmarks, tasks=self.tasks, skills=self.skills,
             model=self.model[idx], benchmark=self.benchmark[idx], task=self.task[idx],
