@@ -150,12 +150,15 @@ def bootstrap_totals(
             out[start:stop] = weights @ patterns
         return out
     out = np.empty((n_boot, k))
-    chunk = max(1, _CHUNK_CELLS // n)
+    chunk = max(1, _CHUNK_CELLS // (2 * n))  # the draws and their counts: two B x n arrays
+    values = np.asarray(unit_values, dtype=np.float64)
     for start in range(0, n_boot, chunk):
         stop = min(n_boot, start + chunk)
         idx = rng.integers(0, n, size=(stop - start, n))
-        for j in range(k):
-            out[start:stop, j] = unit_values[idx, j].sum(axis=1)
+        # how often each resample drew each unit, then one product (not a gather per column)
+        idx += (np.arange(stop - start) * n)[:, None]
+        times = np.bincount(idx.ravel(), minlength=(stop - start) * n).reshape(stop - start, n)
+        out[start:stop] = times.astype(np.float64) @ values
     return out
 
 

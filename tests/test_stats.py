@@ -112,6 +112,18 @@ def test_bootstrap_falls_back_for_varied_units():
     assert tot.mean() == pytest.approx(units.sum(), abs=4 * units.std() * np.sqrt(6000) / np.sqrt(200))
 
 
+def test_index_resampling_totals_are_the_drawn_units_sums(monkeypatch):
+    """The index path's totals are, resample by resample, the sums of the units it drew (chunk by chunk)."""
+    import skillaudit.stats as st
+
+    units = np.random.default_rng(4).integers(0, 50, size=(900, 3)).astype(float)
+    monkeypatch.setattr(st, "_CHUNK_CELLS", 900 * 2 * 7)  # 7 resamples per chunk: several chunks
+    got = st.bootstrap_totals(units, 30, 5)
+    rng = np.random.default_rng(5)
+    want = np.vstack([units[rng.integers(0, 900, size=(m, 900))].sum(axis=1) for m in (7, 7, 7, 7, 2)])
+    assert np.array_equal(got, want)
+
+
 def test_paired_bootstrap_keeps_epochs_of_a_task_together():
     """With one task observed in several epochs the interval collapses to the point estimate."""
     units = np.zeros(4, dtype=int)
