@@ -41,9 +41,7 @@ class Csr:
         key, data = _sum_by_key(np.asarray(rows, dtype=np.int64) * shape[1] + np.asarray(cols, dtype=np.int64),
                                 np.asarray(vals))
         r = key // max(shape[1], 1)
-        indptr = np.zeros(shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(r, minlength=shape[0]), out=indptr[1:])
-        return cls(data, (key - r * shape[1]).astype(np.int32), indptr, shape)
+        return cls(data, (key - r * shape[1]).astype(np.int32), indptr_of(r, shape[0]), shape)
 
     @classmethod
     def of(cls, x: Any, dtype: Any = np.float64) -> Csr:
@@ -57,9 +55,7 @@ class Csr:
         if a.ndim != 2:
             raise ValueError(f"expected a 2-D matrix, got {a.ndim} dimension(s)")
         rows, cols = np.nonzero(a)
-        indptr = np.zeros(a.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=a.shape[0]), out=indptr[1:])
-        return cls(a[rows, cols], cols.astype(np.int32), indptr, a.shape)
+        return cls(a[rows, cols], cols.astype(np.int32), indptr_of(rows, a.shape[0]), a.shape)
 
     def to_scipy(self) -> Any:
         """The same matrix as a scipy.sparse.csr_matrix (sharing the arrays)."""
@@ -71,17 +67,10 @@ class Csr:
         """Same pattern, new values."""
         return Csr(data, self.indices, self.indptr, self.shape)
 
-    def widen(self, n_cols: int) -> Csr:
-        """The matrix with empty columns appended up to `n_cols`."""
-        return Csr(self.data, self.indices, self.indptr, (self.shape[0], max(n_cols, self.shape[1])))
-
     # ------------------------------------------------------------ structure
     @property
     def nnz(self) -> int:
         return int(self.indptr[-1])
-
-    def row_lengths(self) -> np.ndarray:
-        return np.diff(self.indptr)
 
     def row_index(self) -> np.ndarray:
         """The row of every stored entry."""
@@ -119,9 +108,8 @@ class Csr:
         sub = self.take_rows(keep)
         cols = new[sub.indices]
         ok = cols >= 0
-        indptr = np.zeros(keep.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(sub.row_index()[ok], minlength=keep.size), out=indptr[1:])
-        return Csr(sub.data[ok], cols[ok].astype(np.int32), indptr, (keep.size, keep.size))
+        return Csr(sub.data[ok], cols[ok].astype(np.int32), indptr_of(sub.row_index()[ok], keep.size),
+                   (keep.size, keep.size))
 
     def row(self, i: int) -> np.ndarray:
         """Row i as a dense vector."""
@@ -216,18 +204,28 @@ class Csr:
         keep = val != 0
         key, val = key[keep], val[keep]
         rows_of = key // p
-        indptr = np.zeros(p + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows_of, minlength=p), out=indptr[1:])
-        return Csr(val, (key - rows_of * p).astype(np.int32), indptr, (p, p))
+        return Csr(val, (key - rows_of * p).astype(np.int32), indptr_of(rows_of, p), (p, p))
+
+
+def indptr_of(rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """The indptr of a CSR matrix whose entries, in row order, lie in `rows`."""
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+    return indptr
+
+
+def _run_starts(sorted_key: np.ndarray) -> np.ndarray:
+    """Where each run of equal values begins in a sorted array."""
+    head = np.ones(sorted_key.size, dtype=bool)
+    head[1:] = sorted_key[1:] != sorted_key[:-1]
+    return np.flatnonzero(head)
 
 
 def _count_keys(key: np.ndarray, val: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct keys and, per key, how often it occurs (val None) or the sum of its values."""
     if val is None:
         key = np.sort(key)
-        head = np.ones(key.size, dtype=bool)
-        head[1:] = key[1:] != key[:-1]
-        at = np.flatnonzero(head)
+        at = _run_starts(key)
         return key[at], np.diff(np.r_[at, key.size]).astype(np.float64)
     return _sum_by_key(key, val)
 
@@ -236,7 +234,5 @@ def _sum_by_key(key: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """Sorted distinct keys and the sums of their values."""
     order = np.argsort(key, kind="stable")
     key = key[order]
-    head = np.ones(key.size, dtype=bool)
-    head[1:] = key[1:] != key[:-1]
-    at = np.flatnonzero(head)
+    at = _run_starts(key)
     return key[at], (np.add.reduceat(val[order], at) if at.size else val[:0])

@@ -35,7 +35,7 @@ try:  # typed decoding of only the fields read; without it every line takes the 
 except ImportError:  # pragma: no cover
     msgspec = None  # type: ignore[assignment]
 
-from ._csr import Csr
+from ._csr import Csr, indptr_of
 from .errors import RunLogError, UnpairedError
 
 ENABLED, DISABLED = 1, 0
@@ -926,9 +926,7 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
     # nearly in row order, which the sort exploits)
     r_sel = rows[sel]
     order = sel[np.argsort(r_sel * shape[1] + p["cols"][sel], kind="stable")]
-    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(r_sel, minlength=shape[0]), out=indptr[1:])
-    hits = Csr(p["rk"][order], p["cols"][order].astype(np.int32), indptr, shape)
+    hits = Csr(p["rk"][order], p["cols"][order].astype(np.int32), indptr_of(r_sel, shape[0]), shape)
     return PairedRuns(
         models=tuple(p["models"]), benchmarks=tuple(p["benchmarks"]), tasks=tuple(p["tasks"]),
         skills=tuple(p["skills"]),
