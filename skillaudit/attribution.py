@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._csr import Csr
+from ._csr import Csr, indptr_of
 from .errors import InputError
 from .runs import PairedRuns
 from .stats import bh_qvalues, bootstrap_totals, mcnemar_exact, unit_sums
@@ -69,9 +69,10 @@ class SkillEffectRegression:
     The point estimate is the ridge solution (Z'Z + alpha I)^-1 Z'y on the merged columns, the
     same as `sklearn.linear_model.Ridge(alpha, fit_intercept=False)`, from one dense solve
     (conjugate gradients on the sparse Gram matrix for wide designs without resampling; a
-    Cholesky factorisation when the sandwich interval reuses it); each bootstrap resample solves the same normal equations with task
-    multiplicities as sample weights, all resamples in one batched solve. The class follows the
-    scikit-learn estimator conventions without importing scikit-learn (a second of start-up).
+    Cholesky factorisation when the sandwich interval reuses it); each bootstrap resample solves
+    the same normal equations with task multiplicities as sample weights, all resamples in one
+    batched solve. The class follows the scikit-learn estimator conventions without importing
+    scikit-learn (a second of start-up).
     """
 
     _param_names = ("alpha", "n_boot", "level", "random_state")
@@ -142,7 +143,7 @@ class SkillEffectRegression:
                 single = np.diff(Z.indptr) == 1
                 has_own_row = np.bincount(Z.indices[np.repeat(single, np.diff(Z.indptr))], minlength=g) > 0
                 rhs = np.asarray(Z.T @ y).ravel()
-                z_rows, z_cols = np.repeat(np.arange(n), np.diff(Z.indptr)), Z.indices
+                z_rows, z_cols = Csr.of(Z).row_index(), Z.indices
             # a column retrieved alone in some row is zero in every null vector of Z, and so is one
             # that is alone among the remaining candidates in some row: the rank check looks at the
             # columns left after peeling those off
@@ -432,7 +433,7 @@ def _null_space_of(zgram: Csr, cols: np.ndarray) -> np.ndarray:
     n_comp, label = _components(gram)
     blocks = []
     order = np.argsort(label, kind="stable")
-    bounds = np.r_[0, np.cumsum(np.bincount(label, minlength=n_comp))]
+    bounds = indptr_of(label, n_comp)  # each component's run in `order`
     for comp in range(n_comp):
         members = order[bounds[comp]:bounds[comp + 1]]
         if members.size < 2:  # one non-empty column alone is never a combination of nothing
