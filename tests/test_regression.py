@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from test_attribution import _pair, _runs
 
 from skillaudit._csr import Csr
 from skillaudit.attribution import attribute
 from skillaudit.regression import SkillEffectRegression
-from test_attribution import _pair, _runs
 
 
 def _co_retrieved(seed: int = 0, n: int = 700):
