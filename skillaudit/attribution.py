@@ -30,9 +30,10 @@ import numpy as np
 
 from ._csr import Csr
 from .errors import InputError
+from .library_effect import N_PERMUTATIONS, LibraryEffect, library_effect
 from .regression import SkillEffectRegression
 from .runs import PairedRuns
-from .stats import bh_qvalues, mcnemar_exact
+from .stats import bh_qvalues, mcnemar_exact, mcnemar_midp, sign_flip_pvalue
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -85,10 +86,19 @@ class SkillAttribution:
     aliases: tuple[str, ...] = ()
     alias_coef: float | None = None  # joint effect of this skill and its aliases
     alias_coef_ci: tuple[float, float] | None = None
+    # coefficient minus the library's mean per injected skill of the others (library_effect.py)
+    relative_effect: float | None = None
+    relative_ci: tuple[float, float] | None = None
+    relative_p: float | None = None
+    relative_q: float | None = None  # BH over the identifiable skills
+    n_tasks: int = 0  # distinct tasks among the n_retrieved pairs (the unit of p_value)
+    model: str | None = None  # the model these runs are of ('*' when models were pooled)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "skill_id": self.skill_id, "n_retrieved": self.n_retrieved, "b": self.b, "c": self.c,
+            "model": self.model,
+            "skill_id": self.skill_id, "n_retrieved": self.n_retrieved, "n_tasks": self.n_tasks,
+            "b": self.b, "c": self.c,
             "net": self.net, "share": self.share, "rae_k": self.rae_k, "p_value": self.p_value,
             "q_value": self.q_value, "exclusive_n": self.exclusive_n,
             "exclusive_b": self.exclusive_b, "exclusive_c": self.exclusive_c,
@@ -97,6 +107,9 @@ class SkillAttribution:
             "identifiable": self.identifiable, "aliases": list(self.aliases),
             "alias_coef": self.alias_coef,
             "alias_coef_ci": list(self.alias_coef_ci) if self.alias_coef_ci else None,
+            "relative_effect": self.relative_effect,
+            "relative_ci": list(self.relative_ci) if self.relative_ci else None,
+            "relative_p": self.relative_p, "relative_q": self.relative_q,
         }
 
 
@@ -109,6 +122,15 @@ class AttributionResult:
     settings: dict[str, Any]
     skill_ids: tuple[str, ...] = ()  # column order of `co_retrieval`
     co_retrieval: Csr = field(default_factory=lambda: Csr.of(np.zeros((0, 0))), repr=False, compare=False)
+    library: LibraryEffect | None = None  # the library-level verdict of these runs (regression on)
+    # the regression's resamples (n_boot x skills, columns in `skill_ids` order) or its sandwich
+    # covariance, for intervals of contrasts between skills (merge directions)
+    effect_samples: np.ndarray | None = field(default=None, repr=False, compare=False)
+    effect_cov: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def model(self) -> str | None:
+        return self.settings.get("model")
 
     def get(self, skill_id: str) -> SkillAttribution | None:
         for s in self.skills:
@@ -126,12 +148,39 @@ class AttributionResult:
         order = np.lexsort((np.arange(row.size), -row))
         return [(self.skill_ids[j], int(row[j])) for j in order if row[j] > 0]
 
+    def difference(self, a: str, b: str) -> tuple[float, tuple[float, float]] | None:
+        """coef(a) - coef(b) and its interval from the same task-level resamples (paired: both
+        skills' coefficients come from each resample together); None when either coefficient is
+        not identifiable or there are no intervals."""
+        ra, rb = self.get(a), self.get(b)
+        if ra is None or rb is None or ra.coef is None or rb.coef is None or not (ra.identifiable and rb.identifiable):
+            return None
+        level = float(self.settings.get("level", 0.95))
+        diff = ra.coef - rb.coef
+        ia, ib = self.skill_ids.index(a), self.skill_ids.index(b)
+        if self.effect_samples is not None and self.effect_samples.shape[0]:
+            d = self.effect_samples[:, ia] - self.effect_samples[:, ib]
+            lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
+            return float(diff), (float(lo), float(hi))
+        if self.effect_cov is not None:
+            cov, col_group = self.effect_cov
+            ga, gb = int(col_group[ia]), int(col_group[ib])
+            e = np.zeros(cov.diag().size)
+            e[ga], e[gb] = 1.0, -1.0
+            se = float(np.sqrt(max(float(e @ cov.times(e)), 0.0)))
+            from statistics import NormalDist
+
+            z = NormalDist().inv_cdf(0.5 + level / 2)
+            return float(diff), (float(diff - z * se), float(diff + z * se))
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "settings": self.settings,
             "skills": [s.to_dict() for s in self.skills],
             "totals": dict(self.totals),
+            "library": [self.library.to_dict()] if self.library is not None else [],
         }
 
 
@@ -181,6 +230,48 @@ def _share_values(runs: PairedRuns, scheme: str) -> tuple[np.ndarray, int]:
     return vals / row_sum[row_of], fallback
 
 
+def _skill_tests(X: Csr, row_of: np.ndarray, f: np.ndarray, units: np.ndarray, b_k: np.ndarray,
+                 c_k: np.ndarray, mid_p: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per skill: the p-value of "no effect where retrieved" with the task as the unit, the number
+    of distinct tasks among its pairs, and whether any task had several pairs retrieving it.
+
+    A task's pairs retrieving k (its epochs) are summed into one signed count S; with one pair per
+    task that is the exact McNemar test on (b_k, c_k), otherwise the exact sign-flip test of the
+    tasks' sums (`stats.sign_flip_pvalue`).
+    """
+    p = X.shape[1]
+    key = units[row_of].astype(np.int64) * p + X.indices
+    uniq, inv, per_key = np.unique(key, return_inverse=True, return_counts=True)
+    col = uniq % p
+    n_tasks = np.bincount(col, minlength=p)
+    test = mcnemar_midp if mid_p else mcnemar_exact
+    if per_key.size == 0 or per_key.max() == 1:
+        return np.asarray(test(b_k, c_k), dtype=np.float64).reshape(p), n_tasks, False
+    sums = np.rint(np.bincount(inv.ravel(), weights=f[row_of])).astype(np.int64)
+    pos = np.bincount(col, weights=sums > 0, minlength=p).astype(np.int64)
+    neg = np.bincount(col, weights=sums < 0, minlength=p).astype(np.int64)
+    pvals = np.asarray(test(pos, neg), dtype=np.float64).reshape(p)
+    mag = np.abs(sums)
+    top = int(mag.max()) if mag.size else 0
+    big = np.bincount(col, weights=mag > 1, minlength=p) > 0  # skills whose tasks' sums exceed 1
+    if big.any():
+        counts = np.bincount(col * (top + 1) + mag, minlength=p * (top + 1)).reshape(p, top + 1)
+        net = np.bincount(col, weights=sums, minlength=p).astype(np.int64)
+        cache: dict[tuple[bytes, int], float] = {}
+        for j in np.flatnonzero(big).tolist():
+            k = (counts[j, 1:].tobytes(), abs(int(net[j])))
+            if k not in cache:
+                cache[k] = sign_flip_pvalue(counts[j], int(net[j]), mid_p=mid_p)
+            pvals[j] = cache[k]
+    return pvals, n_tasks, True
+
+
+def _label(names: tuple[str, ...], index: np.ndarray) -> str:
+    """The one name of `names` used by `index`, or '*' when several are."""
+    used = np.unique(index)
+    return names[int(used[0])] if used.size == 1 else "*"
+
+
 def attribute(
     runs: PairedRuns,
     library: Any = None,
@@ -190,6 +281,9 @@ def attribute(
     seed: int = 0,
     alpha: float = 1.0,
     level: float = 0.95,
+    mid_p: bool = False,
+    n_perm: int = N_PERMUTATIONS,
+    min_cond: int = 10,
 ) -> AttributionResult:
     """Per-skill exposure counts, additive shares, exclusive counts and (optionally) regression.
 
@@ -197,6 +291,10 @@ def attribute(
     no pair retrieved appears with n_retrieved = 0 and null p/q (no test was possible). With a
     library, retrieved ids missing from it have `in_library = False`; without one, `in_library`
     is None. Rows are sorted by net ascending (most harmful first), ties by share, then id.
+
+    `runs` is judged as one population: pass one model's pairs (`attribute_models` does) for
+    per-model verdicts. With the regression and resamples on, the result carries the library-level
+    effect and each skill's effect relative to the library average (`skillaudit.library_effect`).
     """
     lib_ids: tuple[str, ...] = tuple(library.ids) if library is not None else ()
     extra = tuple(sorted(set(lib_ids) - set(runs.skills)))
@@ -221,7 +319,9 @@ def attribute(
     ex_b, ex_c = by_class[4], by_class[5]
     share = np.bincount(X.indices, weights=w * f[row_of], minlength=p)  # W' f
     retrieved = n_k > 0
-    pvals = np.where(retrieved, mcnemar_exact(b_k, c_k), np.nan)
+    units = runs.unit_ids()
+    tests, n_tasks, clustered = _skill_tests(X, row_of, f, units, b_k, c_k, mid_p)
+    pvals = np.where(retrieved, tests, np.nan)
     qvals = bh_qvalues(pvals)
     with np.errstate(divide="ignore", invalid="ignore"):
         rae = np.where(retrieved, (b_k - c_k) / np.maximum(n_k, 1), np.nan)
@@ -231,21 +331,30 @@ def attribute(
         "cond_b": int((pos * in_cond).sum()),
         "cond_c": int((neg * in_cond).sum()),
         "n_cond": int(in_cond.sum()),
+        "n_cond_tasks": int(np.unique(units[in_cond]).size),
     }
+    model = _label(runs.models, runs.model) if runs.n_pairs else None
+    benchmark = _label(runs.benchmarks, runs.benchmark) if runs.n_pairs else None
 
     reg: SkillEffectRegression | None = None
     coef_q = np.full(p, np.nan)
     co: Csr | None = None
+    lib_effect = None
+    rel = None
     if regression:
         rows = np.flatnonzero(in_cond)
         x_call = X.take_rows(rows)
         reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
-        # the bootstrap units matter only to an interval (np.unique over every pair is 10 ms)
-        groups = runs.unit_ids()[rows] if n_boot > 0 else None
+        groups = units[rows] if n_boot > 0 else None
         reg.fit(x_call, f[rows], groups=groups)
         coef_q = bh_qvalues(np.where(reg.identifiable_, reg.coef_p_, np.nan))
         if x_call.nnz == X.nnz:  # every retrieval is in S_call: the fit's X'X is all of them
             co = reg.gram_
+        strata = (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows]
+        lib_effect, rel = library_effect(
+            reg, x_call, f[rows], units[rows], strata, model=model or "*",
+            benchmark=benchmark or "*", n_perm=n_perm, seed=seed, level=level, min_cond=min_cond,
+            baseline=runs.y_neg[rows])
     if co is None:
         co = X.gram()
 
@@ -258,6 +367,7 @@ def attribute(
         "p_value": _nums(pvals), "q_value": _nums(qvals), "exclusive_n": ex_n.tolist(),
         "exclusive_b": ex_b.tolist(), "exclusive_c": ex_c.tolist(),
         "in_library": [sid in lib_set for sid in ids] if library is not None else [None] * p,
+        "n_tasks": n_tasks.tolist(), "model": [model] * p,
     }
     if reg is not None:
         columns |= {
@@ -266,9 +376,16 @@ def attribute(
             "aliases": [tuple(ids[a] for a in al.tolist()) if al.size else () for al in reg.aliases_],
             "alias_coef": _nums(reg.alias_coef_), "alias_coef_ci": _pairs(reg.alias_coef_ci_),
         }
+    if rel is not None:
+        columns |= {
+            "relative_effect": _nums(rel.effect), "relative_ci": _pairs(rel.ci),
+            "relative_p": _nums(rel.p), "relative_q": _nums(rel.q),
+        }
     rows_out = _dataclass_rows(SkillAttribution, columns)
     rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
     settings = {
+        "model": model,
+        "benchmark": benchmark,
         "attribution": scheme,
         "regression": bool(regression),
         "ridge_alpha": alpha,
@@ -277,11 +394,125 @@ def attribute(
         "seed": seed,
         "level": level,
         "n_pairs": runs.n_pairs,
+        "n_tasks": int(np.unique(units).size),
         "score_fallback_pairs": fallback,
+        "p_value": ("mid-p " if mid_p else "exact ") + (
+            "sign-flip test of each task's summed flips (tasks with several epochs)" if clustered
+            else "McNemar (one pair per task)"),
         "untested": "skills never retrieved have null p/q and are not counted in BH",
     }
+    samples = cov = None
+    if reg is not None and reg.interval_method_ == "bootstrap":
+        samples = reg.boot_coef_
+    elif reg is not None and reg.group_cov_ is not None:
+        cov = (reg.group_cov_, reg.col_group_)
     return AttributionResult(skills=tuple(rows_out), totals=totals, settings=settings,
-                             skill_ids=ids, co_retrieval=co)
+                             skill_ids=ids, co_retrieval=co, library=lib_effect,
+                             effect_samples=samples, effect_cov=cov)
+
+
+@dataclass(frozen=True)
+class ModelAttributions:
+    """`attribute` per model (verdicts are per model), or once over all models pooled.
+
+    `results` has one AttributionResult per model in run order (one with model '*' when pooled);
+    `library` every library-level verdict: per model pooled over its benchmarks ('*'), and per
+    (model, benchmark) cell when a model has several benchmarks.
+    """
+
+    results: tuple[AttributionResult, ...]
+    library: tuple[LibraryEffect, ...]
+    pooled: bool
+    settings: dict[str, Any]
+
+    @property
+    def skills(self) -> tuple[SkillAttribution, ...]:
+        return tuple(r for res in self.results for r in res.skills)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        keys = ("cond_b", "cond_c", "n_cond", "n_cond_tasks")
+        return {k: sum(int(res.totals.get(k, 0)) for res in self.results) for k in keys}
+
+    def for_model(self, model: str) -> AttributionResult | None:
+        for res in self.results:
+            if res.model == model:
+                return res
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "settings": self.settings,
+            "skills": [s.to_dict() for s in self.skills],
+            "totals": self.totals,
+            "models": [{"model": res.model, "totals": dict(res.totals),
+                        "settings": res.settings} for res in self.results],
+            "library": [e.to_dict() for e in self.library],
+        }
+
+
+def library_verdict(runs: PairedRuns, n_boot: int = 2000, seed: int = 0, alpha: float = 1.0,
+                    level: float = 0.95, n_perm: int = N_PERMUTATIONS, min_cond: int = 10) -> LibraryEffect:
+    """The library-level effect of `runs` alone (the regression and the heterogeneity test, none of
+    the per-skill tables)."""
+    hits = runs.retrieval
+    X = Csr(np.ones(hits.nnz), hits.indices, hits.indptr, hits.shape)
+    rows = np.flatnonzero(runs.retrieved)
+    x_call = X.take_rows(rows)
+    f = runs.flip.astype(np.float64)[rows]
+    units = runs.unit_ids()[rows]
+    reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
+    reg.fit(x_call, f, groups=units if n_boot > 0 else None)
+    strata = (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows]
+    model = _label(runs.models, runs.model) if runs.n_pairs else "*"
+    benchmark = _label(runs.benchmarks, runs.benchmark) if runs.n_pairs else "*"
+    return library_effect(reg, x_call, f, units, strata, model=model, benchmark=benchmark,
+                          n_perm=n_perm, seed=seed, level=level, min_cond=min_cond,
+                          baseline=runs.y_neg[rows])[0]
+
+
+def attribute_models(
+    runs: PairedRuns,
+    library: Any = None,
+    *,
+    pooled: bool = False,
+    scheme: str = "equal",
+    regression: bool = True,
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 1.0,
+    level: float = 0.95,
+    mid_p: bool = False,
+    n_perm: int = N_PERMUTATIONS,
+    min_cond: int = 10,
+) -> ModelAttributions:
+    """`attribute` per model (a skill can help one model and hurt another), or pooled over the
+    models with model as a stratum (tasks resampled and permuted within their model) when asked."""
+    kw = {"scheme": scheme, "regression": regression, "n_boot": n_boot, "seed": seed,
+          "alpha": alpha, "level": level, "mid_p": mid_p, "n_perm": n_perm, "min_cond": min_cond}
+    present = [runs.models[i] for i in np.unique(runs.model)] if runs.n_pairs else []
+    groups = [None] if (pooled or len(present) <= 1) else present
+    results = []
+    effects: list[LibraryEffect] = []
+    for m in groups:
+        sub = runs if m is None else runs.select(model=m)
+        res = attribute(sub, library, **kw)
+        results.append(res)
+        if res.library is not None:
+            effects.append(res.library)
+        bench = np.unique(sub.benchmark)
+        if regression and n_boot > 0 and bench.size > 1:
+            for bi in bench.tolist():
+                cell = sub.subset(sub.benchmark == bi)
+                effects.append(library_verdict(cell, n_boot=n_boot, seed=seed, alpha=alpha,
+                                               level=level, n_perm=n_perm, min_cond=min_cond))
+    settings = {**(results[0].settings if results else {}), "pooled_models": bool(pooled),
+                "models": [r.model for r in results]}
+    settings.pop("model", None)
+    settings.pop("benchmark", None)
+    return ModelAttributions(results=tuple(results), library=tuple(effects), pooled=bool(pooled),
+                             settings=settings)
 
 
 def attribute_ids(result: AttributionResult, ids: Sequence[str]) -> list[SkillAttribution]:

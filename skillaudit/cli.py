@@ -546,15 +546,25 @@ _bootstrap_option = click.option(
 
 
 def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: bool, model: str | None,
-                       benchmark: str | None, attribution: str, n_boot: int, seed: int, jobs: int = 0) -> Any:
-    from .attribution import attribute
+                       benchmark: str | None, attribution: str, n_boot: int, seed: int, jobs: int = 0,
+                       pool_models: bool = False, mid_p: bool = False) -> Any:
+    from .attribution import attribute_models
 
     lib = load_library_for_cli(skills_path)
     # rank and prune do not report adherence: the answers are not even decoded
     paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False).select(model, benchmark)
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
-    return lib, paired, attribute(paired, library=lib, scheme=attribution, n_boot=n_boot, seed=seed)
+    return lib, paired, attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
+                                         n_boot=n_boot, seed=seed, mid_p=mid_p)
+
+
+pool_models_option = click.option(
+    "--pool-models", is_flag=True,
+    help="Judge all models' pairs together (model as a stratum) instead of one verdict per model.")
+mid_p_option = click.option(
+    "--mid-p", is_flag=True,
+    help="Mid-p versions of the exact tests (less conservative; size near, not below, the level).")
 
 
 @cli.command()
@@ -562,6 +572,8 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
 @skills_option()
 @attribution_option
 @filter_options
+@pool_models_option
+@mid_p_option
 @click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
               help="Show only the N most harmful skills in the table (0 = all; JSON has all).")
 @_bootstrap_option
@@ -571,24 +583,27 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
 @json_option
 @reports_errors
 def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model: str | None,
-         benchmark: str | None, top: int, n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
-    """Skills ranked by net rescues (b - c where they were retrieved), most harmful first.
+         benchmark: str | None, pool_models: bool, mid_p: bool, top: int, n_boot: int, seed: int,
+         jobs: int, strict: bool, as_json: bool) -> None:
+    """Skills ranked by net rescues (b - c where they were retrieved), most harmful first, per model.
 
-    All models and benchmarks are pooled unless --model/--benchmark narrow them. Shares split each
-    pair's flip among its retrieved skills and add up to the retrieval-triggered b - c; q is a
-    Benjamini-Hochberg q over exact McNemar tests; coef is a ridge regression of flips on the
-    retrieved skills that separates skills retrieved together (aliases: never retrieved apart).
+    Each model is judged on its own pairs (--pool-models pools them, model as a stratum). Shares
+    split each pair's flip among its retrieved skills and add up to the retrieval-triggered b - c;
+    q is Benjamini-Hochberg over task-level tests (exact McNemar with one epoch per task, else a
+    sign-flip test of each task's summed flips); coef is a ridge regression of flips on the
+    retrieved skills that separates skills retrieved together; "vs library" is that effect minus
+    the library's mean per injected skill of the others. Per-skill numbers are associations.
     """
     _, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
-                                      jobs)
+                                      jobs, pool_models, mid_p)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
         emit_json(doc)
     else:
-        from .render import rank_table  # rich: only for the table
+        from .render import rank_tables  # rich: only for the table
 
-        rank_table(result, top=top or None)
+        rank_tables(result, top=top or None)
 
 
 @cli.command()
@@ -596,8 +611,13 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
 @skills_option(required=True)
 @attribution_option
 @filter_options
-@click.option("--embedder", type=click.Choice(["minilm", "tfidf", "none"]), default="tfidf",
-              show_default=True, help="Near-duplicate detection for merge suggestions (none = skip).")
+@pool_models_option
+@mid_p_option
+@click.option("--embedder", type=click.Choice(["minilm", "tfidf", "none"]), default="minilm",
+              show_default=True,
+              help="Near-duplicate detection for merge suggestions (the audit's default; none = skip).")
+@click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
+              help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.45 tfidf).")
 @click.option("--apply", "apply_dir", type=click.Path(file_okay=False), default=None,
               help="Write a pruned COPY of the library (plus PRUNED.md) into this new or empty folder.")
 @_bootstrap_option
@@ -607,29 +627,35 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
 @json_option
 @reports_errors
 def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str | None,
-          benchmark: str | None, embedder: str, apply_dir: str | None, n_boot: int, seed: int,
-          jobs: int, strict: bool, as_json: bool) -> None:
-    """One action per skill (prune, rewrite, merge, keep, needs-data, unused) and why.
+          benchmark: str | None, pool_models: bool, mid_p: bool, embedder: str, threshold: float | None,
+          apply_dir: str | None, n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
+    """What to do, for the library and for each skill, per model, and why.
 
-    Prune needs reliable net harm in the exposure counts AND in the regression, so an innocent skill
-    that is merely retrieved next to a harmful one is not pruned. The projected RAE/OAE without the
-    prune set is a projection. --apply writes a pruned copy; the library itself is never modified.
+    First the library level: when the skills do not differ but the library hurts, the harm is
+    library-wide and the recommendation is to gate (or shorten) retrieval for that model, not to
+    prune entries. Prune needs the skill's effect to be reliably below the library average AND
+    below zero, so an innocent skill merely retrieved next to a harmful one, or one that hurts
+    like every other, is not pruned. The projected RAE/OAE without the prune set is a
+    projection. --apply writes a pruned copy (skills pruned for every model); the library itself
+    is never modified.
     """
     from .recommend import apply_prune, recommend
     from .render import prune_table
 
     lib, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
-                                             n_boot, seed, jobs)
+                                             n_boot, seed, jobs, pool_models, mid_p)
     near = harmful = None
     if embedder != "none":
         try:
-            from .clusters import find_near_duplicates, harmful_cluster_members
+            from .clusters import cluster_library
         except ImportError as exc:
             warn(f"near-duplicate detection unavailable ({exc}); no merge suggestions")
         else:
-            near = find_near_duplicates(lib, embedder=embedder)
-            rows = {r.skill_id: r for r in result.skills}
-            harmful = harmful_cluster_members(lib, rows, paired, embedder=embedder)
+            rows = {r.skill_id: r for r in _pooled_rows(result)}
+            report = cluster_library(lib, rows, paired, embedder=embedder, threshold=threshold)
+            if report.fallback_reason:
+                warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
+            near, harmful = list(report.near_duplicates), report.harmful_members()
     out = recommend(paired, result, near_duplicates=near, harmful_clusters=harmful)
     left_out = apply_prune(lib, out, apply_dir) if apply_dir is not None else None
     if as_json:
@@ -645,6 +671,26 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
                        f"({len(left_out or [])} skill(s) left out; see PRUNED.md)")
 
 
+def _pooled_rows(result: Any) -> list[Any]:
+    """One row per skill for what is judged over all pairs (clusters, near-duplicates): the rows
+    of a single population as they are, else each skill's counts summed over the models."""
+    if len(result.results) == 1:
+        return list(result.results[0].skills)
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    for res in result.results:
+        for r in res.skills:
+            if r.skill_id not in out:
+                out[r.skill_id] = r
+            else:
+                o = out[r.skill_id]
+                out[r.skill_id] = dataclasses.replace(
+                    o, n_retrieved=o.n_retrieved + r.n_retrieved, b=o.b + r.b, c=o.c + r.c,
+                    net=o.net + r.net, share=o.share + r.share, model="*")
+    return list(out.values())
+
+
 @cli.command()
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="New or empty folder for runs.jsonl, skills/ and truth.json.")
@@ -654,20 +700,31 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
 @click.option("--helpful", "n_helpful", default=2, show_default=True, type=click.IntRange(min=0))
 @click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--effect", default=1.5, show_default=True, help="Planted effect on the logit scale.")
+@click.option("--dilution", default=0.0, show_default=True, type=click.FloatRange(0.0, 0.99),
+              help="Probability that each injected skill, whichever it is, derails the enabled run.")
+@click.option("--scenario", type=click.Choice(["dilution", "two-harmful", "model-split", "null-epochs"]),
+              default=None, help="A named test scenario (docs/attribution.md); other options are ignored.")
 @click.option("--seed", default=0, show_default=True)
 @reports_errors
 def simulate(out_dir: str, n_tasks: int, n_skills: int, n_harmful: int, n_helpful: int, epochs: int,
-             effect: float, seed: int) -> None:
+             effect: float, dilution: float, scenario: str | None, seed: int) -> None:
     """Write simulated paired runs with planted helpful/harmful/no-effect skills (for trying rank/prune).
 
     Every harmful and helpful skill gets an innocent buddy that is usually retrieved with it; easier
     tasks retrieve more often (a selection effect); the two runs of a pair differ by sampling noise.
+    --scenario writes one of the settings the verdict is tested on: dilution (every skill equally
+    harmful: harm is library-wide), two-harmful (2 of 20 skills harmful), model-split (a skill
+    that hurts one model and helps another), null-epochs (no effect, 5 epochs per task).
     truth.json says what was planted.
     """
+    from .simulate import scenario as _scenario
     from .simulate import simulate as _simulate
 
-    sim = _simulate(n_tasks=n_tasks, n_skills=n_skills, n_harmful=n_harmful, n_helpful=n_helpful,
-                    epochs=epochs, effect=effect, seed=seed)
+    if scenario is not None:
+        sim = _scenario(scenario, seed=seed)
+    else:
+        sim = _simulate(n_tasks=n_tasks, n_skills=n_skills, n_harmful=n_harmful, n_helpful=n_helpful,
+                        epochs=epochs, effect=effect, dilution=dilution, seed=seed)
     runs_path, lib_dir = sim.write(out_dir)
     click.echo(f"wrote {runs_path} ({len(sim.records)} records) and {lib_dir} ({len(sim.skills)} skills); "
                f"planted harmful: {', '.join(sim.ids('harmful')) or 'none'}")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .runs import PairedRuns
-from .stats import mcnemar_exact, paired_bootstrap_ci, wilson_interval
+from .stats import mcnemar_exact, paired_bootstrap_ci, paired_test, wilson_interval
 
 SCHEMA = "skillaudit.metrics/v1"
 
@@ -86,6 +86,11 @@ class GroupMetrics:
     mcnemar_p: float
     mcnemar_p_cond: float
     funnel: dict[str, Any]
+    # the p-value the verdict uses: task-level (sign-flip test of each task's summed flips) when
+    # any retrieving task has several epochs, else the exact McNemar (mid-p when asked)
+    p_cond: float = 1.0
+    p_cond_test: str = "exact McNemar"
+    n_cond_tasks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +124,7 @@ def group_metrics(
     n_boot: int = 20_000,
     seed: int = 0,
     level: float = 0.95,
+    mid_p: bool = False,
 ) -> GroupMetrics:
     """Metrics of the pairs in `runs` (already narrowed to one group)."""
     cols = _columns(runs)
@@ -131,6 +137,13 @@ def group_metrics(
     point = _statistics(tot[None, :])[0]
     oae, rae, dskip, lift, gap = (_num(v) for v in point)
     units = runs.unit_ids()
+    in_cond = runs.retrieved
+    cond_units = units[in_cond]
+    n_cond_tasks = int(np.unique(cond_units).size)
+    clustered = n_cond_tasks < int(in_cond.sum())
+    p_cond = paired_test(cond_units, runs.flip[in_cond], mid_p=mid_p)
+    p_test = ("mid-p " if mid_p else "exact ") + (
+        "sign-flip test of each task's summed flips" if clustered else "McNemar")
     if one and n_boot > 0:
         cis = paired_bootstrap_ci(units, cols, _statistics, n_boot=n_boot, seed=seed, level=level)
     else:
@@ -179,6 +192,9 @@ def group_metrics(
         mcnemar_p=float(mcnemar_exact(b, c)),
         mcnemar_p_cond=float(mcnemar_exact(b_r, c_r)),
         funnel=funnel,
+        p_cond=float(p_cond),
+        p_cond_test=p_test,
+        n_cond_tasks=n_cond_tasks,
     )
 
 
@@ -189,9 +205,10 @@ def compute_metrics(
     n_boot: int = 20_000,
     seed: int = 0,
     level: float = 0.95,
+    mid_p: bool = False,
 ) -> MetricsResult:
     """One group per (model, benchmark) present, then one pooled group per model (`'*'`)."""
-    kw = {"min_cond": min_cond, "n_boot": n_boot, "seed": seed, "level": level}
+    kw = {"min_cond": min_cond, "n_boot": n_boot, "seed": seed, "level": level, "mid_p": mid_p}
     groups: list[GroupMetrics] = []
     for mi in np.unique(runs.model):
         in_model = runs.model == mi
@@ -202,7 +219,8 @@ def compute_metrics(
         groups.append(group_metrics(runs.subset(in_model), model_name, "*", **kw))
     return MetricsResult(
         groups=tuple(groups),
-        settings={"min_cond": min_cond, "bootstrap": n_boot, "seed": seed, "level": level},
+        settings={"min_cond": min_cond, "bootstrap": n_boot, "seed": seed, "level": level,
+                  "mid_p": mid_p},
         n_unpaired=runs.n_unpaired,
         n_error_pairs=runs.n_error_pairs,
     )

@@ -1,25 +1,36 @@
-"""One recommendation per skill (`prune | rewrite | merge | keep | needs-data | unused`) and the
-projected effect of removing the prune set (DESIGN §2, §3.3 `skillaudit.prune/v1`).
+"""Recommendations: library-level (`gate-retrieval | reduce-depth`) and per skill
+(`prune | rewrite | merge | keep | needs-data | unused`), per model, with the projected effect of
+removing the prune set (DESIGN §2, §3.3 `skillaudit.prune/v1`).
 
-Rules, in order (thresholds in `Rules`; docs/attribution.md explains them):
+Two questions, never mixed. **Library level** (`skillaudit.library_effect`): when the skills do
+not differ (heterogeneity test) but the library's mean effect per injected skill is harmful, the
+harm is library-wide: one `gate-retrieval` (or `reduce-depth`) recommendation for that model and
+benchmark, and no entry is pruned for it. **Skill level**, per model, rules in order (thresholds in
+`Rules`; docs/attribution.md gives every formula):
 
 1. `unused`: never retrieved.
-2. *harmful* = the exposure counts say so (net < 0, BH q <= q_max) **and** the regression agrees
-   (coefficient interval entirely below 0). When the regression clears the skill (interval reaches
-   0 or above) it is never pruned on exposure counts alone; when it cannot tell the skill apart
-   from an alias, the verdict is `needs-data` (retrieve them apart). With `regression=False` the
-   exposure counts decide alone, and the reason says so.
+2. *harmful* = the skills differ on this model (heterogeneity p <= heterogeneity_alpha) **and** the
+   skill's effect relative to the library average of the others is reliably below it (relative CI
+   below 0, BH q <= q_max) **and** its own effect is below zero (coefficient CI below 0), with at
+   least `min_discordant` flips. Without the regression's resamples nothing is judged harmful.
    - harmful and a near-duplicate partner that is reliably helpful -> `rewrite` (after the partner);
    - harmful but rescuing in real numbers (b >= mixed_min and b/(b+c) > rescue_max) -> `rewrite`;
    - otherwise -> `prune`.
-3. *mixed* (not net-harmful): b and c both >= mixed_min, the smaller side >= mixed_ratio of the
+3. *mixed* (not harmful): b and c both >= mixed_min, the smaller side >= mixed_ratio of the
    discordant pairs, and more discordant pairs than the other retrieving pairs have (one-sided
-   binomial test, BH q <= q_max) -> `rewrite`.
-4. *helpful* (net > 0 with q <= q_max and the regression not against it) -> `keep`.
-5. near-duplicate of a better skill (higher coefficient or rae_k) -> `merge`.
-6. fewer retrievals than a McNemar power calculation needs to detect `delta_min` (or the observed
-   effect when larger) -> `needs-data`, saying about how many more retrieving tasks would decide.
+   quasi-binomial test over tasks, BH q <= q_max) -> `rewrite`.
+4. *helpful* (net > 0 with q <= q_max, or a coefficient reliably above 0) -> `keep`.
+5. near-duplicate (a direct pair above the calibrated similarity) -> `merge`; "merge into X, which
+   does better" only when the paired interval of the difference of their effects excludes 0,
+   otherwise "no evidence which is better".
+6. fewer retrieving tasks than a power calculation needs (in tasks, with the epochs' design
+   effect) -> `needs-data`, saying about how many more retrieving tasks would decide it.
 7. otherwise -> `keep` (no reliable effect).
+
+With several models each rule runs per model; a skill's recommendation names the models it holds
+for, and a skill reliably harmful on one model and reliably helpful on another is flagged
+`rewrite` (gate it per model) instead of being pruned for all. Per-skill numbers come from which
+skills were retrieved together: they are associations, and the reasons say so.
 """
 
 from __future__ import annotations
@@ -37,13 +48,16 @@ import numpy as np
 from scipy import special as _sp
 
 from ._io import atomic_directory, is_within
-from .attribution import AttributionResult, SkillAttribution, indicator
+from .attribution import AttributionResult, ModelAttributions, SkillAttribution, indicator
 from .errors import OutputError
+from .library_effect import HETEROGENEITY_ALPHA, LibraryEffect
 from .runs import PairedRuns
-from .stats import bh_qvalues
+from .stats import bh_qvalues, design_effect
 
 SCHEMA = "skillaudit.prune/v1"
 ACTIONS = ("prune", "rewrite", "merge", "keep", "needs-data", "unused")
+LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth")
+_ORDER = {a: i for i, a in enumerate(("gate-retrieval", "reduce-depth", *ACTIONS))}
 
 
 @dataclass(frozen=True)
@@ -56,22 +70,35 @@ class Rules:
     mixed_ratio: float = 0.30  # smaller side / discordant pairs for "mixed"
     delta_min: float = 0.10  # smallest effect on the flip rate worth detecting (10 pp)
     power: float = 0.80  # power calculation: probability of deciding when the effect is real
-    coef_q_required: bool = True  # prune also needs the regression's BH q <= q_max
+    coef_q_required: bool = True  # "reliably helpful" on the regression also needs its BH q <= q_max
     min_discordant: int = 5  # a bootstrap verdict needs at least this many flips (b + c)
+    heterogeneity_alpha: float = HETEROGENEITY_ALPHA  # skills "differ" below this p
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """One skill's action, a one-line reason, and the evidence it rests on."""
+    """One action, a one-line reason and the evidence it rests on.
 
-    skill_id: str
+    `scope` is "skill" (one entry of the library, for the models in `models`) or "library"
+    (`gate-retrieval` / `reduce-depth` for one model and benchmark; `skill_id` is None).
+    """
+
+    skill_id: str | None
     action: str
     reason: str
     evidence: dict[str, Any]
+    scope: str = "skill"
+    models: tuple[str, ...] = ()
+    benchmark: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"skill_id": self.skill_id, "action": self.action, "reason": self.reason,
-                "evidence": self.evidence}
+        doc: dict[str, Any] = {"scope": self.scope, "skill_id": self.skill_id, "action": self.action,
+                               "models": list(self.models), "reason": self.reason,
+                               "evidence": self.evidence}
+        if self.scope == "library":
+            doc["model"] = self.models[0] if self.models else None
+            doc["benchmark"] = self.benchmark
+        return doc
 
 
 @dataclass(frozen=True)
@@ -86,9 +113,11 @@ class Projection:
     n_cond_before: int
     n_cond_after: int
     n_fallback: int  # retrieving pairs whose retrieved set becomes empty
+    model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "model": self.model,
             "rae_before": self.rae_before, "rae_after": self.rae_after,
             "oae_before": self.oae_before, "oae_after": self.oae_after,
             "is_projection": True,
@@ -104,27 +133,47 @@ class Projection:
 
 @dataclass(frozen=True)
 class PruneResult:
-    """Recommendations (prune first, then rewrite, merge, needs-data, keep, unused) and projection."""
+    """Recommendations (library-level first, then prune, rewrite, merge, needs-data, keep, unused),
+    the library-level verdicts they rest on, and the projection (overall and per model)."""
 
     recommendations: tuple[Recommendation, ...]
     projected: Projection
     settings: dict[str, Any] = field(default_factory=dict)
+    library: tuple[LibraryEffect, ...] = ()
+    projected_per_model: tuple[Projection, ...] = ()
+
+    def skill_recommendations(self) -> list[Recommendation]:
+        return [r for r in self.recommendations if r.scope == "skill"]
 
     def by_action(self, action: str) -> list[str]:
-        return [r.skill_id for r in self.recommendations if r.action == action]
+        return list(dict.fromkeys(r.skill_id for r in self.skill_recommendations() if r.action == action))
 
-    def get(self, skill_id: str) -> Recommendation | None:
-        for r in self.recommendations:
-            if r.skill_id == skill_id:
+    def get(self, skill_id: str, model: str | None = None) -> Recommendation | None:
+        for r in self.skill_recommendations():
+            if r.skill_id == skill_id and (model is None or model in r.models):
                 return r
         return None
+
+    def library_actions(self) -> list[Recommendation]:
+        return [r for r in self.recommendations if r.scope == "library"]
+
+    def removable(self, all_models: Sequence[str]) -> list[str]:
+        """Skills whose prune holds for every model of the runs (what `--apply` leaves out)."""
+        need = set(all_models)
+        out = []
+        for r in self.skill_recommendations():
+            if r.action == "prune" and need <= set(r.models) and r.evidence.get("in_library", True):
+                out.append(r.skill_id)
+        return sorted(set(out))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "settings": self.settings,
+            "library": [e.to_dict() for e in self.library],
             "recommendations": [r.to_dict() for r in self.recommendations],
             "projected": self.projected.to_dict(),
+            "projected_per_model": [p.to_dict() for p in self.projected_per_model],
         }
 
 
@@ -144,18 +193,49 @@ def mcnemar_sample_size(delta: float, psi: float, alpha: float = 0.05, power: fl
     return math.ceil(n)
 
 
+def tasks_needed(pairs: int, deff: float, pairs_per_task: float) -> int:
+    """Tasks that carry the information of `pairs` independent pairs: pairs * deff / pairs per task.
+
+    Epochs of one task repeat each other (design effect deff >= 1), so a task with m epochs is
+    worth m / deff independent pairs.
+    """
+    return math.ceil(pairs * max(deff, 1.0) / max(pairs_per_task, 1.0))
+
+
 # ---------------------------------------------------------------- projection
-def project(runs: PairedRuns, removed: Sequence[str]) -> Projection:
+def project(runs: PairedRuns, removed: Sequence[str], model: str | None = None) -> Projection:
     """RAE/OAE if the skills `removed` were gone (see `Projection.to_dict()['assumption']`)."""
+    return project_per_model(runs, {None: removed}, model=model)[0]
+
+
+def project_per_model(runs: PairedRuns, removed: dict[str | None, Sequence[str]],
+                      model: str | None = None) -> tuple[Projection, list[Projection]]:
+    """The projection overall and per model, each model losing its own prune set (key None: all models)."""
     f = runs.flip.astype(np.float64)
     n = runs.n_pairs
     k = runs.n_skills_retrieved
     cond = k > 0
-    removed = tuple(sorted(set(removed)))
-    cols = [runs.skills.index(s) for s in removed if s in runs.skills]
-    gone = np.zeros(len(runs.skills))
-    gone[cols] = 1.0
-    lost = np.asarray(indicator(runs) @ gone).ravel() if runs.skills else np.zeros(n)
+    X = indicator(runs) if runs.skills else None
+    lost = np.zeros(n)
+    all_removed: set[str] = set()
+    per_model: list[Projection] = []
+    for m, ids in removed.items():
+        ids = tuple(sorted(set(ids)))
+        all_removed |= set(ids)
+        rows = np.ones(n, dtype=bool) if m is None else runs.model == (
+            runs.models.index(m) if m in runs.models else -1)
+        gone = np.zeros(len(runs.skills))
+        gone[[runs.skills.index(s) for s in ids if s in runs.skills]] = 1.0
+        lost_m = np.asarray(X @ gone).ravel() * rows if X is not None else np.zeros(n)
+        lost += lost_m
+        if m is not None:
+            per_model.append(_projection(f[rows], cond[rows], k[rows], lost_m[rows], ids, m))
+    total = _projection(f, cond, k, lost, tuple(sorted(all_removed)), model)
+    return total, per_model
+
+
+def _projection(f: np.ndarray, cond: np.ndarray, k: np.ndarray, lost: np.ndarray,
+                removed: tuple[str, ...], model: str | None) -> Projection:
     still = cond & (k - np.rint(lost).astype(np.int64) > 0)
     fallback = cond & ~still
     n_cond, n_after = int(cond.sum()), int(still.sum())
@@ -164,14 +244,9 @@ def project(runs: PairedRuns, removed: Sequence[str]) -> Projection:
         return float(num / den) if den else None
 
     return Projection(
-        removed=removed,
-        rae_before=rate(f[cond].sum(), n_cond),
-        rae_after=rate(f[still].sum(), n_after),
-        oae_before=rate(f.sum(), n),
-        oae_after=rate(f.sum() - f[fallback].sum(), n),
-        n_cond_before=n_cond,
-        n_cond_after=n_after,
-        n_fallback=int(fallback.sum()),
+        removed=removed, rae_before=rate(f[cond].sum(), n_cond), rae_after=rate(f[still].sum(), n_after),
+        oae_before=rate(f.sum(), f.size), oae_after=rate(f.sum() - f[fallback].sum(), f.size),
+        n_cond_before=n_cond, n_cond_after=n_after, n_fallback=int(fallback.sum()), model=model,
     )
 
 
@@ -196,56 +271,71 @@ def _fmt_ci(ci: Sequence[float] | None) -> str:
     return "" if not ci else f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
 
 
-def recommend(
+def _tasks(a: SkillAttribution) -> str:
+    """"N tasks (M pairs)": the task is the unit, pairs count its epochs."""
+    n_t = a.n_tasks or a.n_retrieved
+    return f"{n_t} task{'s' if n_t != 1 else ''} ({a.n_retrieved} pair{'s' if a.n_retrieved != 1 else ''})"
+
+
+def _n_tasks(n: int, what: str = "") -> str:
+    return f"{n} {what}task{'s' if n != 1 else ''}"
+
+
+def _as_models(attribution: AttributionResult | ModelAttributions) -> ModelAttributions:
+    if isinstance(attribution, ModelAttributions):
+        return attribution
+    lib = (attribution.library,) if attribution.library is not None else ()
+    return ModelAttributions(results=(attribution,), library=lib, pooled=False,
+                             settings=dict(attribution.settings))
+
+
+def _library_recommendations(effects: Sequence[LibraryEffect]) -> list[Recommendation]:
+    """One `gate-retrieval` / `reduce-depth` per model (and per benchmark where only it shows it)."""
+    out = []
+    pooled_wide = {e.model for e in effects if e.benchmark == "*" and e.recommendation}
+    for e in effects:
+        if not e.recommendation:
+            continue
+        if e.benchmark != "*" and e.model in pooled_wide:
+            continue  # the model-wide recommendation covers its benchmarks
+        ev = e.to_dict()
+        out.append(Recommendation(skill_id=None, action=e.recommendation, reason=e.text, evidence=ev,
+                                  scope="library", models=(e.model,), benchmark=e.benchmark))
+    return out
+
+
+def _recommend_one(
     runs: PairedRuns,
     attribution: AttributionResult,
-    near_duplicates: Sequence[tuple[str, str, float]] | None = None,
-    harmful_clusters: Sequence[Sequence[str]] | None = None,
-    rules: Rules | None = None,
-) -> PruneResult:
-    """One action per skill of `attribution` plus the projected RAE/OAE without the prune set.
-
-    `runs` must be the pairs `attribution` was computed from. `near_duplicates` are (a, b,
-    similarity) from `skillaudit.clusters.find_near_duplicates`; `harmful_clusters` are groups of
-    skill ids that concentrate harm (mentioned in the evidence and the reason).
-    """
-    rules = rules or Rules()
+    rules: Rules,
+    partner: dict[str, tuple[str, float]],
+    cluster_of: dict[str, list[str]],
+) -> dict[str, Recommendation]:
+    """Per-skill recommendations for one population (one model, or all pooled)."""
     rows = {a.skill_id: a for a in attribution.skills}
+    model = attribution.model or "*"
     regression = bool(attribution.settings.get("regression"))
+    lib = attribution.library
+    has_intervals = bool(regression and lib is not None and attribution.settings.get("regression_interval"))
+    differ = bool(lib is not None and lib.heterogeneity_p is not None
+                  and lib.heterogeneity_p <= rules.heterogeneity_alpha and lib.reportable)
+    wide = lib is not None and lib.verdict == "library-wide"
     tot = attribution.totals
     psi_all = (tot["cond_b"] + tot["cond_c"]) / max(tot["n_cond"], 1)
 
-    partner: dict[str, tuple[str, float]] = {}
-    for a_id, b_id, sim in near_duplicates or ():
-        for x, y in ((a_id, b_id), (b_id, a_id)):
-            if x in rows and (x not in partner or sim > partner[x][1]):
-                partner[x] = (y, float(sim))
-    cluster_of: dict[str, list[str]] = {}
-    for cl in harmful_clusters or ():
-        for s in cl:
-            cluster_of.setdefault(s, list(cl))
-
     def is_harmful(a: SkillAttribution) -> bool:
-        exp = a.net < 0 and a.q_value is not None and a.q_value <= rules.q_max
-        if not regression:
-            return exp
-        return (exp and a.identifiable is True and a.coef_ci is not None and a.coef_ci[1] < 0
-                and a.b + a.c >= rules.min_discordant
-                and (not rules.coef_q_required or (a.coef_q is not None and a.coef_q <= rules.q_max)))
+        return bool(
+            has_intervals and differ and a.identifiable is True and a.relative_q is not None
+            and a.relative_q <= rules.q_max and a.relative_ci is not None and a.relative_ci[1] < 0
+            and a.coef_ci is not None and a.coef_ci[1] < 0 and a.b + a.c >= rules.min_discordant)
 
     def is_helpful(a: SkillAttribution) -> bool:
         exp = a.net > 0 and a.q_value is not None and a.q_value <= rules.q_max
         if regression and a.identifiable and a.coef_ci is not None and a.coef_ci[1] < 0:
             return False
         return exp or bool(regression and a.identifiable and a.coef_ci is not None
-                           and a.coef_ci[0] > 0 and (a.coef_q or 1.0) <= rules.q_max and a.net > 0
-                           and a.b + a.c >= rules.min_discordant)
-
-    def rank_key(sid: str) -> tuple[float, int, str]:
-        a = rows.get(sid)
-        if a is None:
-            return (-math.inf, 0, sid)
-        return (_effect(a), a.n_retrieved, sid)
+                           and a.coef_ci[0] > 0 and (not rules.coef_q_required or (a.coef_q or 1.0) <= rules.q_max)
+                           and a.net > 0 and a.b + a.c >= rules.min_discordant)
 
     # excess discordance (mixed skills), counted on "clean" pairs where no skill already judged
     # harmful or helpful was retrieved alongside (else an innocent neighbour inherits its flips),
@@ -280,6 +370,7 @@ def recommend(
         p_mixed.append((sid, float(_sp.ndtr(-z))))
     q_mixed = dict(zip([s for s, _ in p_mixed],
                        bh_qvalues(np.array([p for _, p in p_mixed], dtype=float)), strict=True))
+
     def is_mixed(sid: str) -> bool:
         _, b_j, c_j = mixed_counts.get(sid, (0, 0, 0))
         return (b_j >= rules.mixed_min and c_j >= rules.mixed_min
@@ -288,15 +379,23 @@ def recommend(
 
     m_tested = max(1, sum(1 for a in rows.values() if a.n_retrieved > 0))
     alpha_power = rules.q_max / m_tested  # Bonferroni-like: conservative "would decide it"
+    in_call = runs.retrieved
+    deff = design_effect(units[in_call], f[in_call].astype(np.float64)) if in_call.any() else 1.0
+    pairs_per_task = (int(in_call.sum()) / max(int(np.unique(units[in_call]).size), 1)) if in_call.any() else 1.0
 
-    recs: list[Recommendation] = []
+    recs: dict[str, Recommendation] = {}
     for sid, a in rows.items():
         ev: dict[str, Any] = {
-            "n_retrieved": a.n_retrieved, "b": a.b, "c": a.c, "net": a.net,
+            "model": model,
+            "n_retrieved": a.n_retrieved, "n_tasks": a.n_tasks, "b": a.b, "c": a.c, "net": a.net,
             "rae_k": a.rae_k, "q_value": a.q_value, "share": a.share,
             "exclusive_n": a.exclusive_n, "coef": a.coef,
             "coef_ci": list(a.coef_ci) if a.coef_ci else None,
+            "relative_effect": a.relative_effect,
+            "relative_ci": list(a.relative_ci) if a.relative_ci else None,
+            "relative_q": a.relative_q,
             "identifiable": a.identifiable,
+            "basis": "co-retrieval (observational): an association, not a measured cause",
         }
         if a.aliases:
             ev["aliases"] = list(a.aliases)
@@ -308,8 +407,10 @@ def recommend(
             ev["near_duplicate"] = {"skill_id": dup[0], "similarity": dup[1]}
         if sid in cluster_of:
             ev["harmful_cluster"] = cluster_of[sid]
-        counts = f"net {a.net:+d} (b {a.b}, c {a.c}) over {a.n_retrieved} retrievals, q {_fmt_q(a.q_value)}"
-        coef_txt = f", coefficient {_fmt_pp(a.coef)}{_fmt_ci(a.coef_ci)}" if a.coef is not None else ""
+        counts = f"net {a.net:+d} (b {a.b}, c {a.c}) over {_tasks(a)}, q {_fmt_q(a.q_value)}"
+        coef_txt = f"its effect {_fmt_pp(a.coef)}{_fmt_ci(a.coef_ci)}" if a.coef is not None else ""
+        rel_txt = (f"{_fmt_pp(a.relative_effect)}{_fmt_ci(a.relative_ci)} vs the library average "
+                   f"(q {_fmt_q(a.relative_q)})") if a.relative_effect is not None else ""
 
         if a.n_retrieved == 0:
             action, reason = "unused", "never retrieved by any task in these runs"
@@ -318,43 +419,69 @@ def recommend(
         elif is_harmful(a):
             rescue = a.b / max(a.b + a.c, 1)
             dup_good = dup is not None and dup[0] in rows and is_helpful(rows[dup[0]])
-            basis = "" if regression else " (exposure counts only; regression off)"
             if dup_good:
                 action = "rewrite"
-                reason = (f"harmful ({counts}{coef_txt}) while its near-duplicate {dup[0]} helps: "
-                          f"rewrite it after {dup[0]} or fold it in")
+                reason = (f"associated with more harm than the average entry ({rel_txt}; {coef_txt}; "
+                          f"{counts}) while its near-duplicate {dup[0]} helps: rewrite it after "
+                          f"{dup[0]} or fold it in")
             elif a.b >= rules.mixed_min and rescue > rules.rescue_max:
                 action = "rewrite"
-                reason = f"net-harmful but also rescues {a.b} tasks ({counts}{coef_txt}): rewrite the harmful part"
+                reason = (f"associated with more harm than the average entry but also with {a.b} "
+                          f"rescues ({rel_txt}; {coef_txt}; {counts}): rewrite the harmful part")
             else:
                 action = "prune"
-                reason = f"reliably harmful and rarely rescues: {counts}{coef_txt}{basis}"
+                reason = (f"associated with more harm than the average entry and rarely with a rescue: "
+                          f"{rel_txt}; {coef_txt}; {counts}")
         elif is_mixed(sid):
             action = "rewrite"
             _, b_j, c_j = mixed_counts[sid]
             ev["discordance_q"] = float(q_mixed[sid])
-            reason = (f"mixed: rescues {b_j} and harms {c_j} tasks, far more flips than other "
-                      f"retrieving tasks (q {_fmt_q(q_mixed[sid])}): rewrite so it stops misleading")
+            reason = (f"mixed: {b_j} rescues and {c_j} harms where it was retrieved, far more flips "
+                      f"than other retrieving pairs (q {_fmt_q(q_mixed[sid])}): rewrite so it stops misleading")
         elif is_helpful(a):
-            action, reason = "keep", f"reliably helpful: {counts}{coef_txt}"
-        elif dup is not None and dup[0] in rows and rank_key(dup[0]) > rank_key(sid) \
+            action, reason = "keep", f"associated with reliable help: {counts}" + (f"; {coef_txt}" if coef_txt else "")
+        elif dup is not None and dup[0] in rows and rows[dup[0]].n_retrieved > 0 \
                 and not is_harmful(rows[dup[0]]):
             action = "merge"
-            reason = (f"near-duplicate (similarity {dup[1]:.2f}) of {dup[0]}, which does better "
-                      f"({_fmt_pp(_effect(rows[dup[0]]))} vs {_fmt_pp(_effect(a))}): merge into it")
+            other = rows[dup[0]]
+            diff = attribution.difference(dup[0], sid)
+            if diff is not None:
+                ev["merge_difference"] = {"skill_id": dup[0], "difference": diff[0], "ci": list(diff[1])}
+            if diff is not None and diff[1][0] > 0:
+                reason = (f"near-duplicate (similarity {dup[1]:.2f}) of {dup[0]}, which does better "
+                          f"({_fmt_pp(diff[0])}{_fmt_ci(diff[1])} difference, {_fmt_pp(_effect(other))} vs "
+                          f"{_fmt_pp(_effect(a))}): merge into it")
+            elif diff is not None and diff[1][1] < 0:
+                reason = (f"near-duplicate (similarity {dup[1]:.2f}) of {dup[0]}, which does worse "
+                          f"({_fmt_pp(diff[0])}{_fmt_ci(diff[1])} difference): merge {dup[0]} into this one")
+            else:
+                why = (f"difference {_fmt_pp(diff[0])}{_fmt_ci(diff[1])}" if diff is not None
+                       else "their effects cannot be compared")
+                reason = (f"near-duplicates (similarity {dup[1]:.2f}) with {dup[0]}; no evidence which "
+                          f"is better ({why}): merge them into one")
         else:
             observed = a.rae_k or 0.0
             delta = max(abs(observed), rules.delta_min)
             psi = (a.b + a.c) / a.n_retrieved if a.b + a.c else psi_all
-            need = mcnemar_sample_size(delta, max(psi, psi_all / 2), alpha_power, rules.power)
-            more = max(0, need - a.n_retrieved)
+            need_pairs = mcnemar_sample_size(delta, max(psi, psi_all / 2), alpha_power, rules.power)
+            need = tasks_needed(need_pairs, deff, pairs_per_task)
+            more = max(0, need - (a.n_tasks or a.n_retrieved))
             ev["tasks_needed"] = need
             ev["more_tasks_needed"] = more
+            ev["design_effect"] = round(deff, 3)
+            ev["pairs_per_task"] = round(pairs_per_task, 3)
+            if pairs_per_task > 1:  # what "tasks" means when each task is run several times
+                ev["tasks_needed_note"] = (f"tasks with {pairs_per_task:.1f} retrieving epochs each; "
+                                           f"design effect {deff:.2f}")
             exp_harm = a.net < 0 and a.q_value is not None and a.q_value <= rules.q_max
             blame = ""
-            if exp_harm and regression:
+            if wide and (exp_harm or (a.coef_ci is not None and a.coef_ci[1] < 0)):
+                blame = (f"harm is library-wide on {model} (see its {lib.recommendation or 'library'} "
+                         f"recommendation): this entry is not reliably worse than the others "
+                         f"({rel_txt or 'no relative estimate'}; {coef_txt or counts})")
+            elif exp_harm and regression:
                 if a.identifiable is False and a.aliases:
-                    blame = (f"harmful together with {', '.join(a.aliases)} "
+                    blame = (f"associated with harm together with {', '.join(a.aliases)} "
                              f"(joint {_fmt_pp(a.alias_coef)}), but never retrieved apart")
                     more = max(more, 10)
                     ev["more_tasks_needed"] = more
@@ -362,39 +489,140 @@ def recommend(
                     culprits = [p for p, _ in attribution.partners(sid)
                                 if p in rows and is_harmful(rows[p])]
                     blame = (f"exposure counts look harmful ({counts}) but the regression does not "
-                             f"confirm it once co-retrieved skills are accounted for{coef_txt}")
+                             f"confirm it once co-retrieved skills are accounted for"
+                             + (f" ({coef_txt})" if coef_txt else ""))
                     if culprits:
                         blame += f"; the harm goes to co-retrieved {culprits[0]}"
+            elif exp_harm and not has_intervals:
+                blame = (f"exposure counts look harmful ({counts}), but skill-level verdicts need the "
+                         "regression's resamples (--bootstrap > 0)")
             if blame and a.identifiable is False:
                 action = "needs-data"
-                reason = f"{blame}: about {more} tasks retrieving them separately would decide it"
+                reason = f"{blame}: about {_n_tasks(more)} retrieving them separately would decide it"
+            elif blame and wide:
+                action, reason = "keep", blame
             elif more > 0:
                 action = "needs-data"
                 what = "its observed effect" if abs(observed) > rules.delta_min else \
                     f"a {rules.delta_min * 100:.0f} pp effect"
                 if blame:
-                    reason = f"{blame}; about {more} more retrieving tasks would decide it"
+                    reason = f"{blame}; about {_n_tasks(more, 'more retrieving ')} would decide it"
                 else:
-                    reason = (f"too few retrievals to tell ({counts}): about {more} more "
-                              f"retrieving tasks would decide {what}")
+                    reason = (f"too few retrieving tasks to tell ({counts}): about "
+                              f"{_n_tasks(more, 'more retrieving ')} would decide {what}")
             else:
                 action = "keep"
-                reason = blame or f"no reliable effect: {counts}{coef_txt}"
+                reason = blame or f"no reliable effect: {counts}" + (f"; {coef_txt}" if coef_txt else "")
         if sid in cluster_of and action in ("prune", "rewrite", "needs-data"):
             others = [s for s in cluster_of[sid] if s != sid]
             if others:
                 reason += f"; in a harmful cluster with {', '.join(others[:3])}"
-        recs.append(Recommendation(skill_id=sid, action=action, reason=reason, evidence=ev))
+        recs[sid] = Recommendation(skill_id=sid, action=action, reason=reason, evidence=ev,
+                                   models=(model,))
+    return recs
 
-    order = {a: i for i, a in enumerate(("prune", "rewrite", "merge", "needs-data", "keep", "unused"))}
-    recs.sort(key=lambda r: (order[r.action], rows[r.skill_id].net, r.skill_id))
-    removable = [r.skill_id for r in recs if r.action == "prune"
-                 and rows[r.skill_id].in_library is not False]
-    settings = {"rules": vars(rules).copy(), "attribution": attribution.settings.get("attribution"),
-                "regression": regression,
+
+def _combine(per_model: dict[str, dict[str, Recommendation]],
+             rows: dict[str, dict[str, SkillAttribution]]) -> list[Recommendation]:
+    """One entry per skill and action across models; a skill reliably harmful on one model and
+    reliably helpful on another becomes one `rewrite` (gate it per model) for both."""
+    models = list(per_model)
+    if len(models) == 1:
+        return list(per_model[models[0]].values())
+    out: list[Recommendation] = []
+    skills = list(dict.fromkeys(s for recs in per_model.values() for s in recs))
+    for sid in skills:
+        have = {m: per_model[m][sid] for m in models if sid in per_model[m]}
+        used = {m: r for m, r in have.items() if r.action != "unused"}
+        hurt = [m for m in used if (a := rows[m].get(sid)) is not None and a.coef_ci is not None
+                and a.coef_ci[1] < 0 and a.identifiable]
+        helped = [m for m in used if (a := rows[m].get(sid)) is not None and a.coef_ci is not None
+                  and a.coef_ci[0] > 0 and a.identifiable]
+        per = {m: {"action": r.action, "reason": r.reason} for m, r in have.items()}
+        if hurt and helped:
+            first = used[hurt[0]]
+            h, g = rows[hurt[0]][sid], rows[helped[0]][sid]
+            reason = (f"its effect differs in sign across models: associated with harm on "
+                      f"{', '.join(hurt)} ({_fmt_pp(h.coef)}{_fmt_ci(h.coef_ci)}) and with help on "
+                      f"{', '.join(helped)} ({_fmt_pp(g.coef)}{_fmt_ci(g.coef_ci)}): gate it per model "
+                      f"(retrieve it for {', '.join(helped)} only) or rewrite it for {', '.join(hurt)}")
+            ev = {**first.evidence, "sign_differs": True, "per_model": per}
+            out.append(Recommendation(skill_id=sid, action="rewrite", reason=reason, evidence=ev,
+                                      models=tuple(sorted(hurt + helped, key=models.index))))
+            rest = [m for m in have if m not in hurt and m not in helped]
+        else:
+            rest = list(have)
+        by_action: dict[str, list[str]] = {}
+        for m in rest:
+            by_action.setdefault(have[m].action, []).append(m)
+        for action, ms in by_action.items():
+            first = have[ms[0]]
+            reason = first.reason
+            if len(ms) < len(models) and action not in ("unused",):
+                reason = f"on {', '.join(ms)}: {reason}"
+                if action == "prune":
+                    reason += (f"; not for {', '.join(m for m in models if m not in ms)} "
+                               "(a per-model gate, not a library-wide prune)")
+            ev = {**first.evidence, "per_model": per}
+            out.append(Recommendation(skill_id=sid, action=action, reason=reason, evidence=ev,
+                                      models=tuple(ms)))
+    return out
+
+
+def recommend(
+    runs: PairedRuns,
+    attribution: AttributionResult | ModelAttributions,
+    near_duplicates: Sequence[tuple[str, str, float]] | None = None,
+    harmful_clusters: Sequence[Sequence[str]] | None = None,
+    rules: Rules | None = None,
+) -> PruneResult:
+    """Library-level and per-skill recommendations plus the projected RAE/OAE without the prune set.
+
+    `runs` must be the pairs `attribution` was computed from (`attribute` for one population, or
+    `attribute_models` for per-model verdicts). `near_duplicates` are (a, b, similarity) from
+    `skillaudit.clusters.find_near_duplicates`; `harmful_clusters` are groups of skill ids that
+    concentrate harm (mentioned in the evidence and the reason).
+    """
+    rules = rules or Rules()
+    ma = _as_models(attribution)
+    partner: dict[str, tuple[str, float]] = {}
+    for a_id, b_id, sim in near_duplicates or ():
+        for x, y in ((a_id, b_id), (b_id, a_id)):
+            if x not in partner or sim > partner[x][1]:
+                partner[x] = (y, float(sim))
+    cluster_of: dict[str, list[str]] = {}
+    for cl in harmful_clusters or ():
+        for s in cl:
+            cluster_of.setdefault(s, list(cl))
+
+    per_model: dict[str, dict[str, Recommendation]] = {}
+    rows: dict[str, dict[str, SkillAttribution]] = {}
+    for res in ma.results:
+        m = res.model or "*"
+        sub = runs if m == "*" or m not in runs.models else runs.select(model=m)
+        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of)
+        rows[m] = {a.skill_id: a for a in res.skills}
+    skill_recs = _combine(per_model, rows)
+    net_of = {sid: min(a.net for r in rows.values() if (a := r.get(sid)) is not None)
+              for sid in {r.skill_id for r in skill_recs}}
+    skill_recs.sort(key=lambda r: (_ORDER[r.action], net_of.get(r.skill_id, 0), r.skill_id or "",
+                                   r.models))
+    recs = _library_recommendations(ma.library) + skill_recs
+
+    removed: dict[str | None, list[str]] = {}
+    for r in skill_recs:
+        if r.action == "prune" and r.evidence.get("in_library", True):
+            for m in r.models:
+                removed.setdefault(None if m == "*" else m, []).append(r.skill_id)
+    if not removed:
+        removed = {None: []} if len(per_model) == 1 else {m: [] for m in per_model}
+    total, by_model = project_per_model(runs, removed)
+    settings = {"rules": vars(rules).copy(), "attribution": ma.settings.get("attribution"),
+                "regression": bool(ma.settings.get("regression")),
+                "models": list(per_model), "pooled_models": ma.pooled,
                 "near_duplicates": None if near_duplicates is None else len(near_duplicates)}
-    return PruneResult(recommendations=tuple(recs), projected=project(runs, removable),
-                       settings=settings)
+    return PruneResult(recommendations=tuple(recs), projected=total, settings=settings,
+                       library=ma.library, projected_per_model=tuple(by_model))
 
 
 # ---------------------------------------------------------------- --apply: a pruned copy
@@ -409,12 +637,20 @@ def pruned_markdown(result: PruneResult, library_path: str) -> str:
         "## Left out",
         "",
     ]
-    pruned = [r for r in result.recommendations if r.action == "prune" and r.evidence.get("in_library", True)]
+    removable = set(result.removable(result.settings.get("models") or ["*"]))
+    pruned = [r for r in result.skill_recommendations() if r.action == "prune" and r.skill_id in removable]
     lines += [f"- `{r.skill_id}`: {r.reason}" for r in pruned] or ["- nothing: no skill is reliably harmful"]
-    other = [r for r in result.recommendations if r.action in ("rewrite", "merge", "needs-data")]
+    library_level = result.library_actions()
+    if library_level:
+        lines += ["", "## For the library as a whole", ""]
+        lines += [f"- {r.action} ({r.models[0]}, {'all benchmarks' if r.benchmark == '*' else r.benchmark}): "
+                  f"{r.reason}" for r in library_level]
+    gated = [r for r in result.skill_recommendations() if r.action == "prune" and r.skill_id not in removable]
+    other = gated + [r for r in result.skill_recommendations() if r.action in ("rewrite", "merge", "needs-data")]
     if other:
         lines += ["", "## Kept, but worth a look", ""]
-        lines += [f"- `{r.skill_id}` ({r.action}): {r.reason}" for r in other]
+        lines += [f"- `{r.skill_id}` ({r.action}" + (" for " + ", ".join(r.models) if r in gated else "")
+                  + f"): {r.reason}" for r in other]
     p = result.projected
     lines += [
         "",
@@ -444,7 +680,7 @@ def apply_prune(library: Any, result: PruneResult, out_dir: str | Path) -> list[
         raise OutputError(f"--apply {out_dir}: exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         raise OutputError(f"--apply {out_dir}: folder is not empty; choose a new or empty folder")
-    drop = {r.skill_id for r in result.recommendations if r.action == "prune"}
+    drop = set(result.removable(result.settings.get("models") or ["*"]))
     by_id = {s.id: s for s in library.skills}
     left_out = sorted(d for d in drop if d in by_id)
     with atomic_directory(out) as tmp:

@@ -86,6 +86,7 @@ class SkillEffectRegression:
         groups = np.arange(n) if groups is None else np.asarray(groups).ravel()
         self.n_features_in_ = p
         self.interval_method_: str | None = None
+        self.group_cov_: SandwichCov | None = None
 
         # X'X is the one n-row product: it shows which columns are identical, restricted to one
         # column per group it is the merged design's Gram matrix Z'Z, and `attribute` reuses it as
@@ -105,6 +106,7 @@ class SkillEffectRegression:
         ci_g = np.full((g, 2), np.nan)
         p_g = np.full(g, np.nan)
         est_g = np.zeros(g, dtype=bool)
+        group_n = np.zeros(g, dtype=np.int64)
         boot_g = np.full((max(self.n_boot, 0), g), np.nan)
         if g and n:
             if Z is None:
@@ -123,6 +125,7 @@ class SkillEffectRegression:
                 has_own_row = np.bincount(Z.indices[np.repeat(single, np.diff(Z.indptr))], minlength=g) > 0
                 rhs = np.asarray(Z.T @ y).ravel()
                 z_rows, z_cols = Csr.of(Z).row_index(), Z.indices
+            group_n = np.rint(zgram.diagonal()).astype(np.int64)  # pairs retrieving each merged column
             # a column retrieved alone in some row is zero in every null vector of Z, and so is one
             # that is alone among the remaining candidates in some row: the rank check looks at the
             # columns left after peeling those off
@@ -150,7 +153,7 @@ class SkillEffectRegression:
                 Z = _merge_columns(X.to_scipy(), col_group, g)
             if self.n_boot > 0 and wide and factor is not None:
                 # too wide for resampling: cluster-robust (task-level) sandwich interval instead
-                ci_g, p_g = _sandwich(Z, y, groups, coef_g, factor, self.level)
+                ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, factor, self.level)
                 boot_g = np.full((0, g), np.nan)
                 self.interval_method_ = "sandwich"
             elif self.n_boot > 0:
@@ -159,6 +162,13 @@ class SkillEffectRegression:
                 p_g = _boot_p(boot_g)
                 self.interval_method_ = "bootstrap"
         self.n_groups_ = g
+        # the merged design, for what is computed over all of it (library means, relative effects)
+        self.col_group_ = col_group
+        self.group_coef_ = coef_g
+        self.group_boot_ = boot_g
+        self.group_estimable_ = est_g
+        self.group_size_ = np.bincount(col_group[col_group >= 0], minlength=g) if g else np.zeros(0, np.int64)
+        self.group_n_ = group_n
 
         coef = np.full(p, np.nan)
         ci = np.full((p, 2), np.nan)
@@ -490,12 +500,32 @@ def _dependent_sets(null: np.ndarray, est: np.ndarray) -> dict[int, list[int]]:
     return out
 
 
+class SandwichCov:
+    """The task-clustered sandwich covariance V = A^-1 (sum_u s_u s_u') A^-1 of a ridge fit, as an
+    operator: `diag()` and `times(w)` (V w) without forming the g x g matrix."""
+
+    def __init__(self, factor: tuple[np.ndarray, bool], scores: sp.csr_matrix, scale: float,
+                 var: np.ndarray) -> None:
+        self._factor, self._scores, self._scale, self._var = factor, scores, scale, var
+
+    def diag(self) -> np.ndarray:
+        return self._var
+
+    def times(self, w: np.ndarray) -> np.ndarray:
+        from scipy import linalg
+
+        a_w = linalg.cho_solve(self._factor, np.asarray(w, dtype=np.float64), check_finite=False)
+        meat_w = self._scores.T @ (self._scores @ a_w)
+        return self._scale * linalg.cho_solve(self._factor, np.asarray(meat_w).ravel(), check_finite=False)
+
+
 def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndarray,
-              factor: tuple[np.ndarray, bool], level: float) -> tuple[np.ndarray, np.ndarray]:
+              factor: tuple[np.ndarray, bool], level: float) -> tuple[np.ndarray, np.ndarray, SandwichCov]:
     """Normal intervals and p-values from the task-clustered sandwich covariance of the ridge fit.
 
     cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u; only its
-    diagonal is formed, so a 2,000-skill library costs one factorisation and one product.
+    diagonal is formed, so a 2,000-skill library costs one factorisation and one product. The
+    returned operator gives V w for contrasts (library means, relative effects).
     """
     import scipy.sparse as sp
     from scipy import linalg, special
@@ -509,13 +539,15 @@ def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndar
     scores = (agg @ Z.multiply(resid[:, None]).tocsr()).tocsr()
     meat = (scores.T @ scores).toarray()
     a_inv = linalg.cho_solve(factor, np.eye(g))
+    scale = n_units / max(n_units - 1, 1)
     var = np.einsum("ij,ij->i", a_inv @ meat, a_inv)  # diag(A^-1 M A^-1), A symmetric
-    se = np.sqrt(np.maximum(var * n_units / max(n_units - 1, 1), 0.0))
+    var = np.maximum(var * scale, 0.0)
+    se = np.sqrt(var)
     z = special.ndtri(0.5 + level / 2)
     ci = np.column_stack([coef - z * se, coef + z * se])
     with np.errstate(divide="ignore", invalid="ignore"):
         pv = np.where(se > 0, 2 * special.ndtr(-np.abs(coef) / se), 1.0)
-    return ci, pv
+    return ci, pv, SandwichCov(factor, scores, scale, var)
 
 
 def _percentile(samples: np.ndarray, level: float) -> np.ndarray:

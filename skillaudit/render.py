@@ -35,12 +35,17 @@ def pval(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _tp(tasks: int, pairs: int) -> str:
+    """'N' when every task has one pair, else 'N (M)': tasks, then pairs (tasks x epochs)."""
+    return f"{tasks}" if tasks == pairs else f"{tasks} ({pairs})"
+
+
 def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
     """Print the metrics table: one row per (model, benchmark), pooled rows last per model."""
     out = out or console()
     t = Table(title="Paired skill effects (percentage points; 95% CI from a task-level bootstrap)")
     for col, just in [
-        ("model", "left"), ("benchmark", "left"), ("pairs", "right"), ("retrieved", "right"),
+        ("model", "left"), ("benchmark", "left"), ("tasks (pairs)", "right"), ("retrieved", "right"),
         ("acc on", "right"), ("acc off", "right"), ("agg lift", "right"), ("OAE", "right"),
         ("RAE", "right"), ("RAE 95% CI", "right"), ("b/c cond", "right"), ("p cond", "right"),
         ("Δskip", "right"), ("", "left"),
@@ -57,9 +62,10 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
             any_small = True
         style = "dim" if not g.reportable else ("bold" if g.benchmark == "*" else "")
         t.add_row(
-            g.model, g.benchmark, str(g.n_pairs), f"{g.n_cond} ({pp(g.trigger_rate, False)}%)",
+            g.model, g.benchmark, _tp(g.n_tasks, g.n_pairs),
+            _tp(g.n_cond_tasks, g.n_cond) + f" ({pp(g.trigger_rate, False)}%)",
             pp(g.acc_enabled, False), pp(g.acc_disabled, False), pp(g.agg_lift), pp(g.oae),
-            pp(g.rae), pp_ci(g.rae_ci), f"{g.cond_b}/{g.cond_c}", pval(g.mcnemar_p_cond),
+            pp(g.rae), pp_ci(g.rae_ci), f"{g.cond_b}/{g.cond_c}", pval(g.p_cond),
             pp(g.delta_skip), Text(flag, style="bold red" if "sign" in flag else ""),
             style=style,
         )
@@ -75,6 +81,10 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
         notes.append(f"n<min: fewer than {result.settings['min_cond']} retrieval-triggered pairs; not reportable.")
     if result.n_unpaired:
         notes.append(f"{result.n_unpaired} unpaired record(s) left out.")
+    tests = sorted({g.p_cond_test for g in result.groups})
+    notes.append("p cond: " + "; ".join(tests) + " on the retrieval-triggered pairs, the task as the unit.")
+    if any(g.n_tasks != g.n_pairs for g in result.groups):
+        notes.append("tasks (pairs): every pair is one epoch of a task; tests and CIs count tasks.")
     for n in notes:
         out.print(n)
 
@@ -86,16 +96,20 @@ def kv(out: Console, rows: list[tuple[str, Any]]) -> None:
 
 # ================================================================ rank / prune (attribution.py, recommend.py)
 def rank_table(result: Any, top: int | None = None, out: Console | None = None) -> None:
-    """Per-skill table, most harmful first: exposure counts, share, rae_k and regression coefficient."""
+    """Per-skill table of one population, most harmful first: exposure counts, share, rae_k, the
+    regression coefficient and its effect relative to the library average; then the library line."""
     out = out or console()
     tot = result.totals
     scheme = result.settings.get("attribution")
     rows = list(result.skills)[: top if top else None]
-    t = Table(title=f"Skills ranked by net rescues (most harmful first; {scheme} shares; pp = percentage points)")
+    model = result.settings.get("model")
+    who = f" — {model}" if model and model != "*" else (" — all models pooled" if model == "*" else "")
+    t = Table(title=f"Skills ranked by net rescues{who} (most harmful first; {scheme} shares; pp = percentage points)")
     for col, just in [
-        ("skill", "left"), ("retrieved", "right"), ("b/c", "right"), ("net", "right"),
+        ("skill", "left"), ("tasks (pairs)", "right"), ("b/c", "right"), ("net", "right"),
         ("share", "right"), ("RAE_k pp", "right"), ("q", "right"), ("coef pp", "right"),
-        ("coef 95% CI", "right"), ("excl b/c/n", "right"), ("", "left"),
+        ("coef 95% CI", "right"), ("vs library pp", "right"), ("q vs lib", "right"),
+        ("excl b/c/n", "right"), ("", "left"),
     ]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     notes: set[str] = set()
@@ -113,36 +127,62 @@ def rank_table(result: Any, top: int | None = None, out: Console | None = None) 
         style = "red" if (s.q_value is not None and s.q_value <= 0.1 and s.net < 0) else (
             "dim" if s.n_retrieved == 0 else "")
         t.add_row(
-            s.skill_id, str(s.n_retrieved), f"{s.b}/{s.c}", f"{s.net:+d}", f"{s.share:+.2f}",
+            s.skill_id, f"{s.n_tasks} ({s.n_retrieved})", f"{s.b}/{s.c}", f"{s.net:+d}", f"{s.share:+.2f}",
             pp(s.rae_k), pval(s.q_value), coef, pp_ci(list(s.coef_ci) if s.coef_ci else None),
+            pp(s.relative_effect), pval(s.relative_q),
             f"{s.exclusive_b}/{s.exclusive_c}/{s.exclusive_n}", " ".join(flag), style=style,
         )
     out.print(t)
     n = tot["n_cond"]
     rae = (tot["cond_b"] - tot["cond_c"]) / n if n else None
     out.print(
-        f"retrieving pairs: {n}, rescues b={tot['cond_b']}, harms c={tot['cond_c']}, RAE {pp(rae)} pp; "
-        f"shares add up to b - c = {tot['cond_b'] - tot['cond_c']:+d}."
+        f"retrieving: {tot.get('n_cond_tasks', n)} tasks ({n} pairs), rescues b={tot['cond_b']}, "
+        f"harms c={tot['cond_c']}, RAE {pp(rae)} pp; shares add up to b - c = {tot['cond_b'] - tot['cond_c']:+d}."
     )
+    if result.library is not None:
+        out.print(f"library: {result.library.text}")
     if top and len(result.skills) > top:
         out.print(f"(top {top} of {len(result.skills)} skills; --top 0 shows all)")
-    out.print("q: Benjamini-Hochberg over exact McNemar tests; coef: ridge regression of flips on the "
-              "retrieved skills (separates co-retrieved skills), task-level bootstrap CI.")
+    out.print(f"q: Benjamini-Hochberg over {result.settings.get('p_value', 'exact McNemar tests')}; coef: ridge "
+              "regression of flips on the retrieved skills (separates co-retrieved skills), task-level "
+              "bootstrap CI; vs library: coef minus the library's mean per injected skill of the others. "
+              "All from co-retrieval: associations, not measured causes.")
     for note in sorted(notes):
         out.print(note)
 
 
+def rank_tables(result: Any, top: int | None = None, out: Console | None = None) -> None:
+    """`rank_table` for each model of a ModelAttributions, then per-benchmark library lines."""
+    out = out or console()
+    for res in result.results:
+        rank_table(res, top=top, out=out)
+    cells = [e for e in result.library if e.benchmark != "*"]
+    for e in cells:
+        out.print(f"library, {e.model} on {e.benchmark}: {e.text}")
+
+
 def prune_table(result: Any, out: Console | None = None) -> None:
-    """Recommendations (one line per skill) and the projected RAE/OAE without the prune set."""
+    """Library-level recommendations, one line per skill (and model), and the projection."""
     out = out or console()
     colour = {"prune": "bold red", "rewrite": "yellow", "merge": "cyan", "keep": "green",
-              "needs-data": "", "unused": "dim"}
-    t = Table(title="Recommendations per skill")
+              "needs-data": "", "unused": "dim", "gate-retrieval": "bold red", "reduce-depth": "bold red"}
+    for e in result.library:
+        if e.benchmark == "*" or e.recommendation:
+            where = "" if e.benchmark == "*" else f" on {e.benchmark}"
+            out.print(f"library ({e.model}{where}): {e.text}")
+    for r in result.library_actions():
+        where = "all benchmarks" if r.benchmark == "*" else r.benchmark
+        out.print(Text(f"→ {r.action} for {r.models[0]} ({where})", style=colour[r.action]))
+    models = result.settings.get("models") or []
+    t = Table(title="Recommendations per skill" + (" and model" if len(models) > 1 else ""))
     t.add_column("skill")
+    if len(models) > 1:
+        t.add_column("models")
     t.add_column("action")
     t.add_column("reason", overflow="fold")
-    for r in result.recommendations:
-        t.add_row(r.skill_id, Text(r.action, style=colour.get(r.action, "")), r.reason)
+    for r in result.skill_recommendations():
+        cells = [r.skill_id] + ([", ".join(r.models)] if len(models) > 1 else [])
+        t.add_row(*cells, Text(r.action, style=colour.get(r.action, "")), r.reason)
     out.print(t)
     p = result.projected
     counts = {a: len(result.by_action(a)) for a in ("prune", "rewrite", "merge", "needs-data", "keep", "unused")}

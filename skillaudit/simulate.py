@@ -14,7 +14,15 @@ truth. The generative model, per (model, task):
 - outcome: P(correct, enabled) = sigmoid(a + sum of the retrieved skills' logit effects)
   (`effect` for helpful, `-effect` for harmful, a per-task random sign for mixed, 0 otherwise);
 - sampling noise: the two runs of a pair share their uniform draw with probability `coupling`,
-  otherwise draw independently, so flips also happen where no skill does anything.
+  otherwise draw independently, so flips also happen where no skill does anything;
+- dilution (optional): every injected skill, whichever it is, derails the enabled run with
+  probability `dilution` (harm from injecting skills at all, not from an entry);
+- per-model signs (optional): `model_signs[m]` multiplies every planted effect for model m, so a
+  skill can help one model and hurt another.
+
+`SCENARIOS` names the settings the verdict is tested on (`skillaudit simulate --scenario NAME`):
+`dilution` (every skill equally harmful), `two-harmful` (2 of 20 skills harmful), `model-split`
+(a harmful skill that helps a second model) and `null-epochs` (no effect, 5 epochs per task).
 
 Everything is drawn from one `numpy.random.default_rng(seed)`: the same arguments give the same
 records. `skillaudit simulate --out DIR` writes `DIR/runs.jsonl` and `DIR/skills/<id>/SKILL.md`.
@@ -113,6 +121,25 @@ class Simulation:
         return runs_path, lib_dir
 
 
+#: named settings of `simulate` (the verdict's test scenarios; docs/attribution.md)
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "dilution": {"n_tasks": 800, "n_skills": 20, "n_harmful": 0, "n_helpful": 0, "epochs": 2,
+                 "dilution": 0.2},
+    "two-harmful": {"n_tasks": 800, "n_skills": 20, "n_harmful": 2, "n_helpful": 0, "epochs": 2,
+                    "effect": 2.0, "co_retrieval": 0.5},
+    "model-split": {"n_tasks": 800, "n_skills": 20, "n_harmful": 1, "n_helpful": 0, "epochs": 2,
+                    "models": ("model-a", "model-b"), "model_signs": (1.0, -1.0)},
+    "null-epochs": {"n_tasks": 300, "n_skills": 20, "n_harmful": 0, "n_helpful": 0, "epochs": 5},
+}
+
+
+def scenario(name: str, seed: int = 0, **overrides: Any) -> Simulation:
+    """`simulate` with the settings of a named scenario (`SCENARIOS`), overridable."""
+    if name not in SCENARIOS:
+        raise SimulationError(f"unknown scenario {name!r} (expected one of {', '.join(SCENARIOS)})")
+    return simulate(**{**SCENARIOS[name], **overrides, "seed": seed})
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -146,6 +173,8 @@ def simulate(
     co_retrieval: float = 0.8,
     extra_rate: float = 0.3,
     coupling: float = 0.5,
+    dilution: float = 0.0,
+    model_signs: Sequence[float] | None = None,
     seed: int = 0,
 ) -> Simulation:
     """Simulate paired runs with planted helpful, harmful, mixed and no-effect skills (see module doc)."""
@@ -153,6 +182,10 @@ def simulate(
     n_none_needed = n_harmful + n_helpful + 2 * n_alias_pairs + n_unused
     if n_tasks < 1 or epochs < 1 or not models or not benchmarks:
         raise SimulationError("need at least one task, epoch, model and benchmark")
+    if not 0.0 <= dilution < 1.0:
+        raise SimulationError(f"dilution {dilution}: must be a probability in [0, 1)")
+    if model_signs is not None and len(model_signs) != len(models):
+        raise SimulationError(f"model_signs: need one sign per model ({len(models)}), got {len(model_signs)}")
     if n_roles + n_none_needed > n_skills:
         raise SimulationError(
             f"{n_skills} skills are too few: the planted roles need {n_roles + n_none_needed} "
@@ -196,7 +229,8 @@ def simulate(
     base = rng.normal(0.3, 1.5, size=n_tasks)
     bench_of = np.arange(n_tasks) % len(benchmarks)
     records: list[dict[str, Any]] = []
-    for model in models:
+    for mi, model in enumerate(models):
+        sign = 1.0 if model_signs is None else float(model_signs[mi])
         a = base + rng.normal(0.0, 0.5)
         z = (a - a.mean()) / (a.std() or 1.0)
         p_call = _sigmoid(np.log(trigger_rate / (1 - trigger_rate)) + selection * z)
@@ -223,7 +257,7 @@ def simulate(
                 k.append(e)
             sets.append(k)
             ks = np.array(k)
-            shift[t] = float(np.sum(np.where(mixed_vec[ks], signs[t, ks], 1.0) * eff_vec[ks]))
+            shift[t] = sign * float(np.sum(np.where(mixed_vec[ks], signs[t, ks], 1.0) * eff_vec[ks]))
         p_neg = _sigmoid(a)
         p_pos = _sigmoid(a + shift)
         scores = [np.cumsum(-rng.uniform(0.5, 3.0, size=len(k))) + 9.0 + rng.normal() for k in sets]
@@ -232,6 +266,9 @@ def simulate(
             u_pos = np.where(rng.random(n_tasks) < coupling, u_neg, rng.random(n_tasks))
             y_neg = u_neg < p_neg
             y_pos = u_pos < p_pos
+            if dilution > 0:  # each injected skill derails the enabled run with the same probability
+                n_inj = np.array([len(k) for k in sets])
+                y_pos &= rng.random(n_tasks) >= 1.0 - (1.0 - dilution) ** n_inj
             for t in range(n_tasks):
                 bench = benchmarks[bench_of[t]]
                 tid = f"{bench}/{t}"
@@ -262,6 +299,7 @@ def simulate(
         "n_mixed": n_mixed, "n_alias_pairs": n_alias_pairs, "n_unused": n_unused, "effect": effect,
         "epochs": epochs, "models": list(models), "benchmarks": list(benchmarks),
         "trigger_rate": trigger_rate, "selection": selection, "co_retrieval": co_retrieval,
-        "extra_rate": extra_rate, "coupling": coupling, "seed": seed,
+        "extra_rate": extra_rate, "coupling": coupling, "dilution": dilution,
+        "model_signs": None if model_signs is None else list(model_signs), "seed": seed,
     }
     return Simulation(records=tuple(records), skills=skills, truth=truth, settings=settings)

@@ -197,3 +197,135 @@ def paired_bootstrap_ci(
     with np.errstate(divide="ignore", invalid="ignore"):
         stats = statistic(totals)
     return percentile_ci(stats, level)
+
+
+# ---------------------------------------------------------------- task-level paired tests
+def binom_half_pmf(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """P(X = k) for X ~ Binomial(n, 1/2), elementwise (0 outside 0 <= k <= n)."""
+    k = np.asarray(k, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    shape = np.broadcast_shapes(k.shape, n.shape)
+    k, n = np.broadcast_to(k, shape).ravel(), np.broadcast_to(n, shape).ravel()
+    out = np.zeros(k.size)
+    ok = (k >= 0) & (k <= n)
+    if ok.any():
+        lg = np.vectorize(math.lgamma, otypes=[float])
+        nn, kk = n[ok].astype(np.float64), k[ok].astype(np.float64)
+        out[ok] = np.exp(lg(nn + 1) - lg(kk + 1) - lg(nn - kk + 1) - nn * math.log(2.0))
+    return out.reshape(shape)
+
+
+def mcnemar_midp(b: int | np.ndarray, c: int | np.ndarray) -> float | np.ndarray:
+    """Two-sided mid-p McNemar: 2 * (P(X < k) + P(X = k) / 2), k = min(b, c), X ~ Binomial(b + c, 1/2).
+
+    Less conservative than the exact test (its size is closer to the nominal level on average,
+    not bounded by it); 1.0 where b + c = 0.
+    """
+    b_arr = np.asarray(b, dtype=np.int64)
+    c_arr = np.asarray(c, dtype=np.int64)
+    n = b_arr + c_arr
+    k = np.minimum(b_arr, c_arr)
+    p = 2.0 * binom_half_cdf(k, n) - binom_half_pmf(k, n)
+    p = np.where(n == 0, 1.0, np.minimum(1.0, p))
+    return float(p) if p.ndim == 0 else p
+
+
+#: above this many summed magnitudes the sign-flip distribution is taken as normal (the exact
+#: convolution grows with it; the normal approximation is then within ~1e-4 of it)
+_EXACT_SIGN_FLIP = 20_000
+
+
+def _sign_flip_dist(mags: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, int]:
+    """Exact null distribution of sum_u eps_u * |S_u| (eps_u = +-1 with probability 1/2 each).
+
+    `mags`/`counts`: each distinct magnitude s >= 1 and how many units have it. Returns the pmf on
+    the integer grid and the value of its first cell.
+    """
+    pmf = np.ones(1)
+    lo = 0
+    for s, m in zip(mags.tolist(), counts.tolist(), strict=True):
+        j = np.arange(m + 1)
+        kernel = np.zeros(2 * s * m + 1)
+        kernel[2 * s * j] = binom_half_pmf(j, m)  # s * (2j - m): j of the m units flipped up
+        pmf = np.convolve(pmf, kernel)
+        lo -= s * m
+    return pmf, lo
+
+
+def sign_flip_pvalue(mag_counts: np.ndarray, total: int, mid_p: bool = False) -> float:
+    """Two-sided p of the task-level sign-flip (randomization) test of a sum of per-task flips.
+
+    Each task u contributes S_u, the sum of its pairs' flips y+ - y- over epochs. Under "skills
+    have no effect" the two conditions of a task are exchangeable, so each S_u is as likely as
+    -S_u: the null distribution of sum_u S_u is that of sum_u eps_u |S_u| with random signs.
+    `mag_counts[s]` = how many tasks have |S_u| = s (index 0 is ignored), `total` = sum_u S_u.
+    p = min(1, 2 P(T >= |total|)) (mid-p: 2 (P(T > |total|) + P(T = |total|) / 2)). With every
+    |S_u| <= 1 this is the exact (or mid-p) McNemar test on the tasks' signs.
+    """
+    mag_counts = np.asarray(mag_counts, dtype=np.int64)
+    mags = np.flatnonzero(mag_counts[1:] > 0) + 1
+    counts = mag_counts[mags]
+    t = abs(int(total))
+    if mags.size == 0 or t == 0:
+        return 1.0
+    if mags.max() == 1:  # every task's flips sum to -1, 0 or +1: the sign test on the tasks
+        m = int(counts[0])
+        b, c = (m + t) // 2, (m - t) // 2
+        return float(mcnemar_midp(b, c) if mid_p else mcnemar_exact(b, c))
+    if int((mags * counts).sum()) > _EXACT_SIGN_FLIP:
+        sd = math.sqrt(float((mags.astype(np.float64) ** 2 * counts).sum()))
+        step = 2 * math.gcd(*mags.tolist())  # the lattice of possible totals
+        z = (t - (0 if mid_p else step / 2)) / sd
+        return float(min(1.0, 2.0 * (1.0 - NormalDist().cdf(z))))
+    pmf, lo = _sign_flip_dist(mags, counts)
+    at = t - lo  # the cell of +|total|
+    upper = float(pmf[at:].sum())
+    p = 2.0 * (upper - pmf[at] / 2) if mid_p else 2.0 * upper
+    return float(min(1.0, p))
+
+
+def task_sums(units: np.ndarray, values: np.ndarray, n_units: int | None = None) -> np.ndarray:
+    """Per-task sums of per-pair values (e.g. flips): the quantity task-level tests resample."""
+    n_units = int(units.max()) + 1 if n_units is None and units.size else (n_units or 0)
+    return np.bincount(units, weights=np.asarray(values, dtype=np.float64), minlength=n_units)
+
+
+def paired_test(units: np.ndarray, flips: np.ndarray, mid_p: bool = False) -> float:
+    """The p-value of "no effect" for paired flips, with the task as the unit.
+
+    One pair per task: the exact McNemar test on (b, c) (mid-p with `mid_p`). Several epochs of a
+    task: the exact sign-flip test of `sign_flip_pvalue` on the tasks' summed flips, because
+    epochs of one task are not independent evidence.
+    """
+    flips = np.asarray(flips)
+    if flips.size == 0:
+        return 1.0
+    _, inv, per_unit = np.unique(units, return_inverse=True, return_counts=True)
+    if per_unit.max() == 1:
+        b, c = int((flips > 0).sum()), int((flips < 0).sum())
+        return float(mcnemar_midp(b, c) if mid_p else mcnemar_exact(b, c))
+    sums = np.rint(task_sums(inv.ravel(), flips)).astype(np.int64)
+    mag = np.bincount(np.abs(sums))
+    return sign_flip_pvalue(mag, int(sums.sum()), mid_p=mid_p)
+
+
+def design_effect(units: np.ndarray, values: np.ndarray) -> float:
+    """How much epochs of one task repeat each other: Var(task sums) / (pairs per task * Var(pair)).
+
+    1 when epochs are independent (or there is one per task); up to the mean number of pairs per
+    task when they always agree. Pairs needed / design effect = independent observations; a power
+    calculation in pairs becomes one in tasks as pairs * design effect / pairs per task.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return 1.0
+    _, inv, m = np.unique(units, return_inverse=True, return_counts=True)
+    if m.max() == 1:
+        return 1.0
+    mu = values.mean()
+    var_pair = float(((values - mu) ** 2).mean())
+    if var_pair <= 0:
+        return 1.0
+    sums = task_sums(inv.ravel(), values, m.size)
+    var_unit = float(((sums - m * mu) ** 2).sum() / m.sum())
+    return float(min(max(var_unit / var_pair, 1.0), m.mean()))

@@ -66,7 +66,7 @@ def test_hand_counts_and_exclusive_counts():
         "X": (1, 0, 0, 0, 1, 0, 0),
         "D": (0, 0, 0, 0, 0, 0, 0),
     }
-    assert res.totals == {"cond_b": 2, "cond_c": 2, "n_cond": 6}
+    assert res.totals == {"cond_b": 2, "cond_c": 2, "n_cond": 6, "n_cond_tasks": 6}
 
 
 def test_hand_equal_shares_and_library_flags():
@@ -149,10 +149,11 @@ def test_sorted_most_harmful_first_and_schema():
     assert keys == sorted(keys)
     doc = res.to_dict()
     assert doc["schema"] == SCHEMA == "skillaudit.rank/v1"
-    assert set(doc["totals"]) == {"cond_b", "cond_c", "n_cond"}
+    assert set(doc["totals"]) == {"cond_b", "cond_c", "n_cond", "n_cond_tasks"}
     required = {"skill_id", "n_retrieved", "b", "c", "net", "share", "rae_k", "p_value", "q_value",
                 "exclusive_n", "exclusive_b", "exclusive_c", "in_library", "coef", "coef_ci",
-                "identifiable", "aliases"}
+                "identifiable", "aliases", "relative_effect", "relative_ci", "relative_q", "model",
+                "n_tasks"}
     assert required <= set(doc["skills"][0])
     orjson.dumps(doc)  # plain JSON types only
 

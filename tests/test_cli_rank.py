@@ -27,11 +27,17 @@ def test_rank_json_contract(sim_dir):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == "skillaudit.rank/v1"
-    assert {s["skill_id"] for s in doc["skills"]} == set(sim.truth)
-    nets = [(s["net"], s["share"]) for s in doc["skills"]]
-    assert nets == sorted(nets)
+    assert len(doc["models"]) == len(sim.settings["models"]) > 1  # one verdict per model
+    for m in doc["models"]:
+        rows = [s for s in doc["skills"] if s["model"] == m["model"]]
+        assert {s["skill_id"] for s in rows} == set(sim.truth)
+        nets = [(s["net"], s["share"]) for s in rows]
+        assert nets == sorted(nets)
+        t = m["totals"]
+        assert sum(s["share"] for s in rows) == pytest.approx(t["cond_b"] - t["cond_c"])
     t = doc["totals"]
     assert sum(s["share"] for s in doc["skills"]) == pytest.approx(t["cond_b"] - t["cond_c"])
+    assert {e["model"] for e in doc["library"]} == {m["model"] for m in doc["models"]}
     assert all(s["in_library"] is True for s in doc["skills"])
     assert all(isinstance(s["coef_ci"], list) or s["coef_ci"] is None for s in doc["skills"])
 

@@ -37,7 +37,7 @@ def test_parquet_round_trip_counts_equal_rank(log, tmp_path):
     joined["share"] = joined.flip / joined.n_skills
     got = joined.groupby(joined.skill_id.astype(str)).agg(n=("b", "size"), b=("b", "sum"), c=("c", "sum"),
                                                           share=("share", "sum"))
-    rank = json.loads(runner.invoke(cli, ["rank", log, "--json", "--bootstrap", "0"]).stdout)
+    rank = json.loads(runner.invoke(cli, ["rank", log, "--json", "--bootstrap", "0", "--pool-models"]).stdout)
     want = {s["skill_id"]: (s["n_retrieved"], s["b"], s["c"], round(s["share"], 9))
             for s in rank["skills"] if s["n_retrieved"]}
     assert {k: (int(r.n), int(r.b), int(r.c), round(float(r.share), 9)) for k, r in got.iterrows()} == want

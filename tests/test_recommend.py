@@ -90,12 +90,12 @@ def test_innocent_neighbour_is_not_pruned_on_exposure_counts():
     assert "H" in out.get("I").reason  # names the co-retrieved culprit
 
 
-def test_without_regression_exposure_counts_decide_and_say_so():
-    """With the regression off, exposure counts alone can prune, and the reason says so."""
+def test_without_regression_nothing_is_pruned_and_the_reason_says_why():
+    """With the regression off there is no skill-level evidence, so exposure counts alone prune nothing."""
     runs = _co_retrieved()
     out = recommend(runs, attribute(runs, regression=False))
-    assert out.get("H").action == "prune"
-    assert "exposure counts only" in out.get("H").reason
+    assert out.by_action("prune") == []
+    assert "need the regression's resamples" in out.get("H").reason
 
 
 def test_unused_needs_data_and_evidence():
@@ -114,7 +114,7 @@ def test_unused_needs_data_and_evidence():
     doc = out.to_dict()
     assert doc["schema"] == SCHEMA == "skillaudit.prune/v1"
     assert {"rae_before", "rae_after", "oae_before", "oae_after"} <= set(doc["projected"])
-    assert set(doc["recommendations"][0]) == {"skill_id", "action", "reason", "evidence"}
+    assert set(doc["recommendations"][0]) == {"scope", "skill_id", "action", "models", "reason", "evidence"}
 
 
 def test_near_duplicates_merge_and_rewrite():

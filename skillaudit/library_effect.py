@@ -1,0 +1,391 @@
+"""Library level: is the harm (or help) in specific entries, or in injecting skills at all?
+
+Two questions, never mixed (DESIGN §2):
+
+- **library level**: the library's mean effect per injected skill, S / N with S = sum_g n_g b_g over
+  the merged columns of the regression (`skillaudit.regression`; n_g = pairs retrieving the column,
+  b_g its coefficient) and N = the number of injected skills over S_call. S is the sum of the
+  fitted flips, so it is estimable even where single coefficients are not. Its interval comes from
+  the regression's task-level resamples (or its sandwich covariance for wide libraries).
+- **do the skills differ at all**: a permutation score test of H0 "a pair's outcome does not
+  depend on which skills it retrieved, given how many and given its disabled outcome". Residuals r = flip minus the mean flip of
+  pairs with the same number of skills (within model and benchmark); per merged column the score
+  U_g = sum of r over its pairs (residuals are taken within pairs of the same disabled outcome
+  too: a pair that passed without skills can only be harmed, so a skill used by easy tasks
+  would otherwise look worse than one used by hard tasks); statistic T = sum_g U_g^2 / n_g over columns retrieved by at
+  least `MIN_TESTED` pairs, combined with max_g U_g^2 / n_g (see `heterogeneity_test`). Whole tasks (all their retrieving epochs) are permuted among tasks
+  with the same model, benchmark and multiset of (retrieved-set size, disabled
+  outcome), so the test is exact under
+  H0 and respects the task as the unit.
+- **relative effect** of skill k: its coefficient minus the mean per injected skill of the
+  others, (S - n_k b_k) / (N - n_k); equal to c_k (b_k - S / N) with c_k = N / (N - n_k), so its
+  interval comes from the same resamples. BH q across the identifiable skills.
+
+The verdict per (model, benchmark) cell: `skill-specific` when the test rejects at
+`HETEROGENEITY_ALPHA`; else `library-wide` when the mean effect's interval excludes 0; else
+`none`. A library-wide harm gets a library-level recommendation: `reduce-depth` when harm grows
+with each extra skill retrieved (the within-cell slope of flips on the retrieved-set size has an
+interval below 0), otherwise `gate-retrieval`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from ._csr import Csr
+from .stats import bh_qvalues, bootstrap_totals, percentile_ci, unit_sums
+
+VERDICTS = ("library-wide", "skill-specific", "none")
+HETEROGENEITY_ALPHA = 0.05
+#: a column enters the heterogeneity statistic when at least this many pairs retrieved it
+#: (fixed by the design, not the outcomes, so the test stays exact)
+MIN_TESTED = 5
+#: permutations of the heterogeneity test; fewer for very many tasks (work ~ tasks x permutations)
+N_PERMUTATIONS = 2000
+_PERM_WORK = 20_000_000
+_CHUNK_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class LibraryEffect:
+    """The library-level answer for one (model, benchmark) cell; benchmark '*' pools a model's."""
+
+    model: str
+    benchmark: str
+    verdict: str  # library-wide | skill-specific | none
+    direction: str | None  # harm | help | None: the sign of a mean effect whose interval excludes 0
+    mean_effect: float | None  # per injected skill (fraction of pairs)
+    mean_effect_ci: tuple[float, float] | None
+    heterogeneity_p: float | None
+    heterogeneity_stat: float | None
+    n_permutations: int
+    n_skills_tested: int
+    n_tasks: int  # tasks with a retrieving pair (the unit of every test)
+    n_pairs: int  # retrieving pairs (tasks x epochs)
+    skills_per_pair: float | None
+    depth_slope: float | None  # change in flip rate per extra skill retrieved
+    depth_slope_ci: tuple[float, float] | None
+    recommendation: str | None  # gate-retrieval | reduce-depth | None
+    reportable: bool
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "benchmark": self.benchmark, "verdict": self.verdict,
+            "direction": self.direction, "mean_effect": self.mean_effect,
+            "mean_effect_ci": list(self.mean_effect_ci) if self.mean_effect_ci else None,
+            "heterogeneity_p": self.heterogeneity_p, "heterogeneity_stat": self.heterogeneity_stat,
+            "heterogeneity_test": "permutation score test (tasks permuted within model, benchmark, "
+                                  "retrieved-set sizes and disabled outcomes)",
+            "n_permutations": self.n_permutations, "n_skills_tested": self.n_skills_tested,
+            "n_tasks": self.n_tasks, "n_pairs": self.n_pairs,
+            "skills_per_pair": self.skills_per_pair, "depth_slope": self.depth_slope,
+            "depth_slope_ci": list(self.depth_slope_ci) if self.depth_slope_ci else None,
+            "recommendation": self.recommendation, "reportable": self.reportable, "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class RelativeEffects:
+    """Per skill (columns of the fitted design): effect vs the library average of the others."""
+
+    effect: np.ndarray  # NaN where the skill's own coefficient is not identifiable
+    ci: np.ndarray  # (p, 2)
+    p: np.ndarray
+    q: np.ndarray
+
+
+# ---------------------------------------------------------------- the heterogeneity test
+def _merged_design(X: Csr, col_group: np.ndarray, g: int) -> Csr:
+    """Z: one 0/1 column per group of identical columns of canonical X (the regression's merge)."""
+    used = np.flatnonzero(col_group >= 0)
+    head = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(head, col_group[used], used)
+    on = head[col_group[X.indices]] == X.indices
+    rows = X.row_index()[on]
+    return Csr.from_coo(rows, col_group[X.indices[on]], np.ones(int(on.sum())), (X.shape[0], g))
+
+
+def _permutation_plan(units: np.ndarray, k: np.ndarray, strata: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What a permutation needs: each task's exchangeability block, and each row's (task, position).
+
+    `k` is each row's class (retrieved-set size and disabled outcome, packed in one integer).
+    Rows of a task are ordered by class; tasks in one block have the same stratum and the same
+    sorted list of classes, so row j of one maps onto row j of another.
+    """
+    _, unit = np.unique(units, return_inverse=True)
+    unit = unit.ravel()
+    n_units = int(unit.max()) + 1
+    order = np.lexsort((np.arange(unit.size), k, unit))
+    length = np.bincount(unit, minlength=n_units)
+    starts = np.concatenate([[0], np.cumsum(length)[:-1]])
+    pos = np.empty(unit.size, dtype=np.int64)
+    pos[order] = np.arange(unit.size) - starts[unit[order]]
+    width = int(length.max())
+    profile = np.zeros((n_units, width), dtype=np.int64)
+    profile[unit, pos] = k
+    row_at = np.full((n_units, width), -1, dtype=np.int64)
+    row_at[unit, pos] = np.arange(unit.size)
+    strat_u = np.zeros(n_units, dtype=np.int64)
+    strat_u[unit] = strata
+    _, block = np.unique(np.column_stack([strat_u, length, profile]), axis=0, return_inverse=True)
+    return block.ravel(), unit, pos, row_at
+
+
+def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndarray,
+                       tested: np.ndarray, n_perm: int = N_PERMUTATIONS, seed: int = 0,
+                       baseline: np.ndarray | None = None) -> tuple[float, float, int]:
+    """(statistic, p, permutations) of the permutation score test (module docstring).
+
+    `Z`: rows = retrieving pairs, columns = merged skill columns (0/1); `y`: flips; `units`: each
+    row's task; `strata`: each row's model/benchmark cell; `tested`: bool per column;
+    `baseline`: each row's disabled outcome. Pairs are compared only with pairs of the same
+    retrieved-set size and the same disabled outcome: a pair that failed without skills can only
+    be rescued and one that passed can only be harmed, so without it a skill retrieved by easy
+    tasks would look worse than one retrieved by hard tasks although every skill does the same.
+
+    Two statistics of the scores z_g^2 = U_g^2 / n_g are combined: their sum (power when many
+    skills differ a little) and their maximum (power when a few differ a lot). Each is turned
+    into its permutation p-value and the smaller of the two is referred to the permutation
+    distribution of that minimum (the same permutations), so the combination stays exact.
+    The statistic reported is the sum.
+    """
+    import scipy.sparse as sp
+
+    n = Z.shape[0]
+    base = np.zeros(n, dtype=np.int64) if baseline is None else np.asarray(baseline, dtype=np.int64)
+    k = np.diff(Z.indptr) * 2 + base  # a row's class: retrieved-set size and disabled outcome
+    # residuals against pairs of the same class in the same cell
+    _, cell = np.unique(np.column_stack([strata, k]), axis=0, return_inverse=True)
+    cell = cell.ravel()
+    mean = np.bincount(cell, weights=y) / np.bincount(cell)
+    r = y - mean[cell]
+    cols = np.flatnonzero(tested)
+    zt = sp.csr_matrix(Z.to_scipy().T)[cols]  # tested columns x rows
+    n_g = np.asarray(zt.sum(axis=1)).ravel()
+
+    def stats(res: np.ndarray) -> np.ndarray:  # res: rows x B -> 2 x B (sum, max)
+        u = np.asarray(zt @ res)
+        z2 = u * u / n_g[:, None]
+        return np.vstack([z2.sum(axis=0), z2.max(axis=0)])
+
+    obs = stats(r[:, None])[:, 0]
+    block, unit, pos, row_at = _permutation_plan(units, k, strata)
+    n_units = block.size
+    b_total = int(min(n_perm, max(199, _PERM_WORK // max(n_units, 1))))
+    rng = np.random.default_rng(seed)
+    placed = np.argsort(block, kind="stable")  # position i of the sorted order holds task placed[i]
+    perm = np.empty((2, b_total))
+    chunk = max(1, _CHUNK_CELLS // max(n, n_units, 1))
+    for start in range(0, b_total, chunk):
+        b = min(chunk, b_total - start)
+        shuffled = np.argsort(block[None, :] + rng.random((b, n_units)), axis=1)
+        src_unit = np.empty((b, n_units), dtype=np.int64)
+        src_unit[:, placed] = shuffled  # task placed[i] takes the outcomes of task shuffled[i]
+        src_rows = row_at[src_unit[:, unit], pos]  # b x rows
+        perm[:, start:start + b] = stats(r[src_rows].T)
+    # each statistic's p-value among the observed and permuted values (ties count as exceeding)
+    every = np.hstack([obs[:, None], perm])  # 2 x (B + 1)
+    tol = 1e-9 * np.maximum(1.0, np.abs(every).max(axis=1, keepdims=True))
+    ranks = np.empty_like(every)
+    for i in range(2):
+        order = np.sort(every[i])
+        ranks[i] = (b_total + 1 - np.searchsorted(order, every[i] - tol[i], side="left")) / (b_total + 1)
+    min_p = ranks.min(axis=0)
+    p = float((min_p <= min_p[0] + 1e-12).sum() / (b_total + 1))
+    return float(obs[0]), p, b_total
+
+
+# ---------------------------------------------------------------- depth: harm per extra skill
+def depth_slope(k: np.ndarray, y: np.ndarray, units: np.ndarray, strata: np.ndarray,
+                n_boot: int, seed: int, level: float) -> tuple[float | None, tuple[float, float] | None]:
+    """Within-cell least-squares slope of flips on the retrieved-set size, with a task bootstrap CI.
+
+    None when the size never varies within a cell (nothing to compare).
+    """
+    _, s = np.unique(strata, return_inverse=True)
+    s = s.ravel()
+    n_s = int(s.max()) + 1 if s.size else 0
+    kf = k.astype(np.float64)
+    cols = np.zeros((k.size, 5 * n_s))
+    for j, v in enumerate((np.ones_like(kf), kf, kf * kf, y, kf * y)):
+        cols[np.arange(k.size), 5 * s + j] = v
+
+    def slope(t: np.ndarray) -> np.ndarray:
+        t = t.reshape(t.shape[0], n_s, 5)
+        one, sk, skk, sf, skf = (t[..., j] for j in range(5))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sxx = np.where(one > 0, skk - sk * sk / one, 0.0).sum(axis=1)
+            sxy = np.where(one > 0, skf - sk * sf / one, 0.0).sum(axis=1)
+            return np.where(sxx > 1e-9, sxy / sxx, np.nan)
+
+    point = float(slope(cols.sum(axis=0)[None, :])[0])
+    if not np.isfinite(point):
+        return None, None
+    if n_boot <= 0:
+        return point, None
+    _, unit = np.unique(units, return_inverse=True)
+    totals = bootstrap_totals(unit_sums(unit.ravel(), cols), n_boot, seed)
+    lo, hi = percentile_ci(slope(totals), level)[0]
+    return point, (None if not np.isfinite(lo) else (float(lo), float(hi)))
+
+
+# ---------------------------------------------------------------- putting it together
+def _boot_p(samples: np.ndarray) -> np.ndarray:
+    b = samples.shape[0]
+    lo = (samples <= 0).mean(axis=0)
+    hi = (samples >= 0).mean(axis=0)
+    return np.clip(2 * np.minimum(lo, hi), 1.0 / b, 1.0)
+
+
+def _pp(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:+.1f} pp"
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "untested"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
+
+
+def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, het_p: float | None,
+              rec: str | None, n_tasks: int, n_pairs: int, reportable: bool, min_cond: int,
+              has_interval: bool) -> str:
+    counts = f"{n_tasks:,} tasks ({n_pairs:,} pairs) that retrieved skills"
+    if not reportable:
+        return f"too few retrieving pairs to judge the library ({counts}; need {min_cond})"
+    if not has_interval:
+        return f"no library verdict without resamples (--bootstrap 0); {counts}"
+    ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
+    mean_txt = f"{_pp(mean)} per injected skill{ci_txt}"
+    if verdict == "library-wide":
+        what = "Harm" if direction == "harm" else "Benefit"
+        text = f"{what} is library-wide ({mean_txt}; skills do not differ, {_p(het_p)}; {counts})"
+        if rec == "reduce-depth":
+            text += (": pairs that got more skills back fared worse (an association across tasks; "
+                     "`skillaudit run --top-k 1` measures it): retrieve fewer skills per call rather "
+                     "than prune entries")
+        elif rec == "gate-retrieval":
+            text += ": gate or shorten injection for this model rather than prune entries"
+        return text
+    if verdict == "skill-specific":
+        return (f"Skills differ ({_p(het_p)}): entries are judged against the library average of "
+                f"{mean_txt} ({counts})")
+    return f"No library-wide effect ({mean_txt}) and skills do not differ ({_p(het_p)}; {counts})"
+
+
+def library_effect(
+    reg: Any,
+    X: Csr,
+    y: np.ndarray,
+    units: np.ndarray,
+    strata: np.ndarray,
+    *,
+    model: str,
+    benchmark: str,
+    n_perm: int = N_PERMUTATIONS,
+    seed: int = 0,
+    level: float = 0.95,
+    min_cond: int = 10,
+    alpha: float = HETEROGENEITY_ALPHA,
+    baseline: np.ndarray | None = None,
+) -> tuple[LibraryEffect, RelativeEffects]:
+    """The library-level effect and each skill's relative effect from a fitted regression.
+
+    `reg` is a fitted `SkillEffectRegression` on `X` (retrieving pairs x skills, 0/1, canonical)
+    and flips `y`; `units` is each row's task, `strata` each row's (model, benchmark) cell,
+    `baseline` each row's disabled outcome (the heterogeneity test compares like with like).
+    """
+    p = X.shape[1]
+    n_pairs = X.shape[0]
+    n_tasks = int(np.unique(units).size) if n_pairs else 0
+    g = int(getattr(reg, "n_groups_", 0))
+    rel = RelativeEffects(np.full(p, np.nan), np.full((p, 2), np.nan), np.full(p, np.nan),
+                          np.full(p, np.nan))
+    reportable = n_pairs >= min_cond
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    mean = mean_ci = het_p = t_obs = None
+    n_done = n_tested = 0
+    has_interval = reg.interval_method_ is not None
+    slope = slope_ci = None
+    if g and n_pairs:
+        n_g = reg.group_n_.astype(np.float64)
+        big_n = float(X.nnz)  # injected skills (canonical X: one entry per retrieved skill)
+        coef_g = reg.group_coef_
+        mean = float(n_g @ coef_g / big_n)
+        c_g = big_n / np.maximum(big_n - n_g, 1e-12)
+        rel_g = c_g * (coef_g - mean)
+        rel_ci_g = np.full((g, 2), np.nan)
+        rel_p_g = np.full(g, np.nan)
+        if reg.interval_method_ == "bootstrap" and reg.group_boot_.shape[0]:
+            boot = reg.group_boot_
+            m_b = boot @ n_g / big_n
+            lo, hi = np.quantile(m_b, [(1 - level) / 2, (1 + level) / 2])
+            mean_ci = (float(lo), float(hi))
+            rel_b = c_g[None, :] * (boot - m_b[:, None])
+            rel_ci_g = np.quantile(rel_b, [(1 - level) / 2, (1 + level) / 2], axis=0).T
+            rel_p_g = _boot_p(rel_b)
+        elif reg.interval_method_ == "sandwich" and reg.group_cov_ is not None:
+            cov = reg.group_cov_
+            vn = cov.times(n_g)
+            var_m = float(n_g @ vn) / big_n**2
+            se_m = var_m ** 0.5
+            mean_ci = (mean - z * se_m, mean + z * se_m)
+            var_rel = c_g**2 * np.maximum(cov.diag() - 2 * vn / big_n + var_m, 0.0)
+            se = np.sqrt(var_rel)
+            rel_ci_g = np.column_stack([rel_g - z * se, rel_g + z * se])
+            zs = np.abs(rel_g) / np.where(se > 0, se, 1.0)
+            rel_p_g = np.where(se > 0, np.vectorize(math.erfc)(zs / math.sqrt(2.0)), 1.0)
+        # back to skills: a skill alone in its merged column, with an estimable coefficient
+        cg = reg.col_group_
+        grp = np.maximum(cg, 0)
+        own = (cg >= 0) & (reg.group_size_[grp] == 1) & reg.group_estimable_[grp]
+        rel.effect[own] = rel_g[grp[own]]
+        rel.ci[own] = rel_ci_g[grp[own]]
+        rel.p[own] = rel_p_g[grp[own]]
+        rel.q[:] = bh_qvalues(rel.p)
+        tested = n_g >= MIN_TESTED
+        n_tested = int(tested.sum())
+        if has_interval and n_tested >= 2 and reportable:
+            Z = _merged_design(X, cg, g)
+            t_obs, het_p, n_done = heterogeneity_test(Z, y, units, strata, tested, n_perm, seed,
+                                                      baseline=baseline)
+        k = np.diff(X.indptr)
+        slope, slope_ci = depth_slope(k, y, units, strata, reg.n_boot if has_interval else 0, seed, level)
+
+    direction = None
+    if mean_ci is not None and (mean_ci[0] > 0 or mean_ci[1] < 0):
+        direction = "harm" if mean_ci[1] < 0 else "help"
+    if not reportable or not has_interval:
+        verdict = "none"
+    elif het_p is not None and het_p <= alpha:
+        verdict = "skill-specific"
+    elif direction is not None:
+        verdict = "library-wide"
+    else:
+        verdict = "none"
+    rec = None
+    if verdict == "library-wide" and direction == "harm":
+        rec = "reduce-depth" if (slope_ci is not None and slope_ci[1] < 0) else "gate-retrieval"
+    text = _sentence(verdict, direction, mean, mean_ci, het_p, rec, n_tasks, n_pairs, reportable,
+                     min_cond, has_interval)
+    eff = LibraryEffect(
+        model=model, benchmark=benchmark, verdict=verdict, direction=direction, mean_effect=mean,
+        mean_effect_ci=mean_ci, heterogeneity_p=het_p, heterogeneity_stat=t_obs,
+        n_permutations=n_done, n_skills_tested=n_tested, n_tasks=n_tasks, n_pairs=n_pairs,
+        skills_per_pair=float(X.nnz / n_pairs) if n_pairs else None, depth_slope=slope,
+        depth_slope_ci=slope_ci, recommendation=rec, reportable=reportable, text=text,
+    )
+    return eff, rel
+
+
+def library_rows(effects: Sequence[LibraryEffect]) -> list[dict[str, Any]]:
+    """The `library` section of prune --json / audit.json."""
+    return [e.to_dict() for e in effects]
