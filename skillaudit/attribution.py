@@ -434,6 +434,24 @@ class ModelAttributions:
         keys = ("cond_b", "cond_c", "n_cond", "n_cond_tasks")
         return {k: sum(int(res.totals.get(k, 0)) for res in self.results) for k in keys}
 
+    def pooled_rows(self) -> list[SkillAttribution]:
+        """One row per skill for what is judged over all pairs (clusters, graphs): a single
+        population's rows as they are, else each skill's counts summed over the models (model '*';
+        model-specific estimates left out)."""
+        if len(self.results) == 1:
+            return list(self.results[0].skills)
+        keys = ("n_retrieved", "n_tasks", "b", "c", "net", "share", "exclusive_n", "exclusive_b",
+                "exclusive_c")
+        sums: dict[str, dict[str, Any]] = {}
+        for res in self.results:
+            for r in res.skills:
+                acc = sums.setdefault(r.skill_id, {"in_library": r.in_library, **dict.fromkeys(keys, 0)})
+                for k in keys:
+                    acc[k] += getattr(r, k)
+        out = [SkillAttribution(skill_id=sid, rae_k=(v["net"] / v["n_retrieved"] if v["n_retrieved"] else None),
+                                p_value=None, q_value=None, model="*", **v) for sid, v in sums.items()]
+        return sorted(out, key=lambda r: (r.net, r.share, r.skill_id))
+
     def for_model(self, model: str) -> AttributionResult | None:
         for res in self.results:
             if res.model == model:

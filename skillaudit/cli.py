@@ -651,7 +651,7 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
         except ImportError as exc:
             warn(f"near-duplicate detection unavailable ({exc}); no merge suggestions")
         else:
-            rows = {r.skill_id: r for r in _pooled_rows(result)}
+            rows = {r.skill_id: r for r in result.pooled_rows()}
             report = cluster_library(lib, rows, paired, embedder=embedder, threshold=threshold)
             if report.fallback_reason:
                 warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
@@ -669,26 +669,6 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
         if apply_dir is not None:
             click.echo(f"wrote a pruned copy of {skills_path} to {apply_dir} "
                        f"({len(left_out or [])} skill(s) left out; see PRUNED.md)")
-
-
-def _pooled_rows(result: Any) -> list[Any]:
-    """One row per skill for what is judged over all pairs (clusters, near-duplicates): the rows
-    of a single population as they are, else each skill's counts summed over the models."""
-    if len(result.results) == 1:
-        return list(result.results[0].skills)
-    import dataclasses
-
-    out: dict[str, Any] = {}
-    for res in result.results:
-        for r in res.skills:
-            if r.skill_id not in out:
-                out[r.skill_id] = r
-            else:
-                o = out[r.skill_id]
-                out[r.skill_id] = dataclasses.replace(
-                    o, n_retrieved=o.n_retrieved + r.n_retrieved, b=o.b + r.b, c=o.c + r.c,
-                    net=o.net + r.net, share=o.share + r.share, model="*")
-    return list(out.values())
 
 
 @cli.command()
@@ -820,8 +800,13 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     for v in h["per_model"]:
         if len(h["per_model"]) > 1:
             click.echo(f"  {v['model']}: {v['text']}")
+        if v.get("library_text"):
+            who = f" ({v['model']})" if len(h["per_model"]) > 1 else ""
+            click.echo(f"  Library-wide or specific{who}: {v['library_text']}.")
         if v["sign_text"]:
             click.echo(f"  ⚠ sign disagreement ({v['model']}): {v['sign_text']}")
+        if v.get("selection_text"):
+            click.echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
     if h.get("action"):
         click.echo(f"  {h['action']}")
     click.echo(f"Report: {written['report']}")

@@ -258,7 +258,8 @@ def _p(p: float | None) -> str:
 def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, het_p: float | None,
               rec: str | None, n_tasks: int, n_pairs: int, reportable: bool, min_cond: int,
               has_interval: bool) -> str:
-    counts = f"{n_tasks:,} tasks ({n_pairs:,} pairs) that retrieved skills"
+    counts = (f"{n_tasks:,} tasks" if n_tasks == n_pairs else f"{n_tasks:,} tasks ({n_pairs:,} pairs)") \
+        + " that retrieved skills"
     if not reportable:
         return f"too few retrieving pairs to judge the library ({counts}; need {min_cond})"
     if not has_interval:
@@ -267,7 +268,8 @@ def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, 
     mean_txt = f"{_pp(mean)} per injected skill{ci_txt}"
     if verdict == "library-wide":
         what = "Harm" if direction == "harm" else "Benefit"
-        text = f"{what} is library-wide ({mean_txt}; skills do not differ, {_p(het_p)}; {counts})"
+        text = (f"{what} is library-wide ({mean_txt}; skills do not differ, heterogeneity "
+                f"{_p(het_p)}; {counts})")
         if rec == "reduce-depth":
             text += (": pairs that got more skills back fared worse (an association across tasks; "
                      "`skillaudit run --top-k 1` measures it): retrieve fewer skills per call rather "
@@ -276,9 +278,10 @@ def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, 
             text += ": gate or shorten injection for this model rather than prune entries"
         return text
     if verdict == "skill-specific":
-        return (f"Skills differ ({_p(het_p)}): entries are judged against the library average of "
-                f"{mean_txt} ({counts})")
-    return f"No library-wide effect ({mean_txt}) and skills do not differ ({_p(het_p)}; {counts})"
+        return (f"Skills differ (heterogeneity {_p(het_p)}): entries are judged against the library "
+                f"average of {mean_txt} ({counts})")
+    return (f"No library-wide effect ({mean_txt}) and skills do not differ (heterogeneity "
+            f"{_p(het_p)}; {counts})")
 
 
 def library_effect(

@@ -19,7 +19,7 @@ SCHEMA = "skillaudit.metrics/v1"
 # Column order of the per-pair design used by `_statistics`. b - c = y+ - y- pair by pair, so these
 # six totals determine every rate; fewer columns mean fewer distinct task patterns to resample.
 _COLS = ("one", "r", "yp", "yn", "yp_r", "yn_r")
-_STATS = ("oae", "rae", "delta_skip", "agg_lift", "selection_gap")
+_STATS = ("oae", "rae", "delta_skip", "agg_lift", "selection_gap", "skip_minus_rae")
 
 
 def _columns(runs: PairedRuns) -> np.ndarray:
@@ -29,7 +29,7 @@ def _columns(runs: PairedRuns) -> np.ndarray:
 
 
 def _statistics(t: np.ndarray) -> np.ndarray:
-    """(B x 6) totals -> (B x 5) statistics in `_STATS` order; NaN where a side is empty."""
+    """(B x 6) totals -> (B x 6) statistics in `_STATS` order; NaN where a side is empty."""
     one, r, yp, yn, yp_r, yn_r = (t[:, i] for i in range(t.shape[1]))
     skip = one - r
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -38,7 +38,7 @@ def _statistics(t: np.ndarray) -> np.ndarray:
         dskip = np.where(skip > 0, ((yp - yp_r) - (yn - yn_r)) / skip, np.nan)
         lift = np.where((r > 0) & (skip > 0), yp_r / r - (yp - yp_r) / skip, np.nan)
         gap = np.where((r > 0) & (skip > 0), yn_r / r - (yn - yn_r) / skip, np.nan)
-    return np.column_stack([oae, rae, dskip, lift, gap])
+    return np.column_stack([oae, rae, dskip, lift, gap, dskip - rae])
 
 
 def _num(x: float) -> float | None:
@@ -91,9 +91,38 @@ class GroupMetrics:
     p_cond: float = 1.0
     p_cond_test: str = "exact McNemar"
     n_cond_tasks: int = 0
+    skip_minus_rae_ci: list[float] | None = None  # delta_skip - RAE (task-level bootstrap)
+
+    @property
+    def selection_warning(self) -> str | None:
+        """A sentence when the agent's choice to search looks tied to how tasks fare, else None.
+
+        RAE is measured where the enabled run searched and got skills back; that choice is made
+        by the run being measured. When the retrieving tasks were already easier or harder
+        without skills (selection gap CI excludes 0), or the skipped tasks moved the other way
+        from the retrieving ones (delta_skip - RAE CI excludes 0, opposite signs), RAE is the
+        effect on the tasks where the agent chose to search, not on a random task.
+        """
+        if not self.reportable:
+            return None
+        parts = []
+        gap, gci = self.selection_gap, self.selection_gap_ci
+        if gap is not None and gci and (gci[0] > 0 or gci[1] < 0):
+            parts.append(f"tasks that retrieved skills were already {'easier' if gap > 0 else 'harder'} "
+                         f"without them (disabled accuracy {gap * 100:+.1f} pp vs skipped tasks, "
+                         f"95% CI {gci[0] * 100:+.1f} to {gci[1] * 100:+.1f})")
+        d, r, dci = self.delta_skip, self.rae, self.skip_minus_rae_ci
+        if d is not None and r is not None and d * r < 0 and dci and (dci[0] > 0 or dci[1] < 0):
+            parts.append(f"skipped tasks moved the other way (Δskip {d * 100:+.1f} pp vs RAE "
+                         f"{r * 100:+.1f} pp; difference 95% CI {dci[0] * 100:+.1f} to {dci[1] * 100:+.1f})")
+        if not parts:
+            return None
+        return ("The agent's choice to search is tied to how tasks fare: " + "; ".join(parts)
+                + ". RAE conditions on that choice: it is the effect where the agent searched and got "
+                "skills back, not the effect of giving skills to a random task.")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "selection_warning": self.selection_warning}
 
 
 @dataclass(frozen=True)
@@ -135,7 +164,7 @@ def group_metrics(
     b, c = int(rescue.sum()), int(harm.sum())
     b_r, c_r = int((rescue & runs.retrieved).sum()), int((harm & runs.retrieved).sum())
     point = _statistics(tot[None, :])[0]
-    oae, rae, dskip, lift, gap = (_num(v) for v in point)
+    oae, rae, dskip, lift, gap, _ = (_num(v) for v in point)
     units = runs.unit_ids()
     in_cond = runs.retrieved
     cond_units = units[in_cond]
@@ -189,6 +218,7 @@ def group_metrics(
         delta_skip_ci=_ci(cis[2]),
         agg_lift_ci=_ci(cis[3]),
         selection_gap_ci=_ci(cis[4]),
+        skip_minus_rae_ci=_ci(cis[5]),
         mcnemar_p=float(mcnemar_exact(b, c)),
         mcnemar_p_cond=float(mcnemar_exact(b_r, c_r)),
         funnel=funnel,

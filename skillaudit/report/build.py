@@ -62,6 +62,8 @@ class AuditResult:
     inputs: dict[str, Any]
     figures: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # library-level verdicts per model and benchmark (skillaudit.library_effect)
+    library: list[dict[str, Any]] = field(default_factory=list)
     # live objects for the writers (not serialised): the networkx export graph
     extras: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -69,6 +71,7 @@ class AuditResult:
         return {
             "schema": AUDIT_SCHEMA,
             "headline": self.headline,
+            "library": list(self.library),
             "metrics": self.metrics,
             "skills": self.skills,
             "clusters": self.clusters,
@@ -90,7 +93,7 @@ class AuditResult:
             headline=doc["headline"], metrics=doc["metrics"], skills=doc["skills"],
             clusters=doc["clusters"], recommendations=doc["recommendations"], graph=doc["graph"],
             inputs=doc["inputs"], figures=dict(doc.get("figures") or {}),
-            notes=list(doc.get("notes") or []),
+            notes=list(doc.get("notes") or []), library=list(doc.get("library") or []),
         )
 
 
@@ -172,23 +175,27 @@ def _p(p: float | None) -> str:
 
 def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
     """helps | hurts | unclear | too-few for one metrics group, with a one-sentence explanation."""
-    rae, p, n = g.get("rae"), g.get("mcnemar_p_cond"), g.get("n_cond", 0)
+    rae, n = g.get("rae"), g.get("n_cond", 0)
+    p = g.get("p_cond", g.get("mcnemar_p_cond"))
+    test = "McNemar" if "McNemar" in (g.get("p_cond_test") or "McNemar") else "sign-flip test over tasks"
     ci = g.get("rae_ci")
     ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
-    counts = f"{g.get('cond_b', 0):,} rescues vs {g.get('cond_c', 0):,} harms on {n:,} tasks that retrieved skills"
+    n_t = g.get("n_cond_tasks") or n
+    where = f"{n_t:,} tasks" if n_t == n else f"{n_t:,} tasks ({n:,} pairs)"
+    counts = f"{g.get('cond_b', 0):,} rescues vs {g.get('cond_c', 0):,} harms on {where} that retrieved skills"
     if not g.get("reportable") or rae is None:
         verdict = "too-few"
-        text = f"too few tasks retrieved skills to tell ({n:,} retrieval-triggered pairs)"
+        text = f"too few tasks retrieved skills to tell ({where} retrieval-triggered)"
     elif p is not None and p <= alpha and rae < 0:
         verdict = "hurts"
-        text = f"skills hurt where they are used: RAE {_pp(rae)}{ci_txt} ({counts}; McNemar {_p(p)})"
+        text = f"skills hurt where they are used: RAE {_pp(rae)}{ci_txt} ({counts}; {test} {_p(p)})"
     elif p is not None and p <= alpha and rae > 0:
         verdict = "helps"
-        text = f"skills help where they are used: RAE {_pp(rae)}{ci_txt} ({counts}; McNemar {_p(p)})"
+        text = f"skills help where they are used: RAE {_pp(rae)}{ci_txt} ({counts}; {test} {_p(p)})"
     else:
         verdict = "unclear"
         text = (f"no clear effect where skills are used: RAE {_pp(rae)}{ci_txt} ({counts}; "
-                f"McNemar {_p(p)}, not below {alpha})")
+                f"{test} {_p(p)}, not below {alpha})")
     sign = None
     if g.get("sign_disagreement"):
         sign = (f"the aggregate lift ({_pp(g.get('agg_lift'))}) points the other way from RAE "
@@ -196,15 +203,43 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
                 "gives the opposite answer to running the same tasks with and without skills")
     return {
         "model": g["model"], "benchmark": g["benchmark"], "verdict": verdict, "text": text,
-        "rae": rae, "rae_ci": ci, "agg_lift": g.get("agg_lift"), "mcnemar_p_cond": p, "n_cond": n,
+        "rae": rae, "rae_ci": ci, "agg_lift": g.get("agg_lift"), "mcnemar_p_cond": g.get("mcnemar_p_cond"),
+        "p_cond": p, "n_cond": n, "n_cond_tasks": n_t,
         "sign_disagreement": bool(g.get("sign_disagreement")), "sign_text": sign,
+        "selection_text": g.get("selection_warning"),
     }
 
 
-def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None) -> dict[str, Any]:
-    """The answer to "does the library help where it is used?", one verdict per model."""
+def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
+                      recommendations: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(verdict, sentence): is the harm library-wide or in specific entries, for one model."""
+    pooled = next((e for e in effects if e["model"] in (model, "*") and e["benchmark"] == "*"), None)
+    if pooled is None:
+        return None, None
+    text = pooled["text"]
+    verdict = pooled["verdict"]
+    recs = (recommendations or {}).get("recommendations", [])
+    if verdict == "skill-specific":
+        flagged = [r["skill_id"] for r in recs if r.get("scope") == "skill" and r["action"] in ("prune", "rewrite")
+                   and (model in r.get("models", []) or "*" in r.get("models", []))
+                   and r["evidence"].get("relative_q") is not None]
+        if not flagged:
+            text += "; no single entry is reliably worse than that average, so nothing is pruned for it"
+    cells = [e for e in effects if e["model"] == model and e["benchmark"] != "*"]
+    wide = [e["benchmark"] for e in cells if e["verdict"] == "library-wide"]
+    if verdict != "library-wide" and wide:
+        text += f"; on {', '.join(wide)} alone the harm is library-wide"
+    return verdict, text
+
+
+def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
+             library: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The answer to "does the library help where it is used?", one verdict per model, and whether
+    the harm (or help) is library-wide or in specific entries."""
     pooled = [g for g in metrics["groups"] if g["benchmark"] == "*"]
     per_model = [model_verdict(g) for g in pooled]
+    for v in per_model:
+        v["library_verdict"], v["library_text"] = _library_sentence(library, v["model"], recommendations)
     verdicts = [v["verdict"] for v in per_model]
     if len(per_model) == 1:
         v = per_model[0]
@@ -243,9 +278,16 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None) ->
     action = None
     if recommendations:
         recs = recommendations.get("recommendations", [])
-        by = {a: [r["skill_id"] for r in recs if r["action"] == a] for a in ("prune", "rewrite", "merge")}
+        skill_recs = [r for r in recs if r.get("scope", "skill") == "skill"]
+        by = {a: list(dict.fromkeys(r["skill_id"] for r in skill_recs if r["action"] == a))
+              for a in ("prune", "rewrite", "merge")}
         proj = recommendations.get("projected") or {}
         parts = []
+        for r in recs:
+            if r.get("scope") == "library":
+                where = "" if r.get("benchmark") in (None, "*") else f" on {r['benchmark']}"
+                verb = "gate retrieval" if r["action"] == "gate-retrieval" else "retrieve fewer skills per call"
+                parts.append(f"{verb} for {r.get('model')}{where} ({r['action']})")
         if by["prune"]:
             parts.append(f"prune {len(by['prune'])} ({', '.join(by['prune'][:4])}"
                          f"{', …' if len(by['prune']) > 4 else ''})")
@@ -263,6 +305,8 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None) ->
     return {
         "verdict": overall, "title": title, "text": text, "action": action,
         "per_model": per_model,
+        "library": [{"model": v["model"], "verdict": v["library_verdict"], "text": v["library_text"]}
+                    for v in per_model if v["library_text"]],
         "sign_disagreement": any(v["sign_disagreement"] for v in per_model)
         or any(g.get("sign_disagreement") for g in metrics["groups"]),
     }
@@ -391,7 +435,7 @@ def build_audit(
     `library` / `runs` may be passed already loaded (the CLI loads them to print warnings);
     otherwise they are loaded from `skills_path` / `run_paths`.
     """
-    from ..attribution import attribute
+    from ..attribution import attribute_models
     from ..metrics import compute_metrics
     from ..recommend import recommend
     from ..runs import load_runs
@@ -418,11 +462,11 @@ def build_audit(
         say(f"per-skill attribution ({attribution}) and regression ({reg_boot:,} resamples)")
     else:  # no CIs: the regression cannot confirm anything, so exposure counts decide alone
         say(f"per-skill attribution ({attribution}), no regression (no bootstrap resamples)")
-        notes.append("The per-skill regression was off (no bootstrap resamples): recommendations rest "
-                     "on exposure counts alone.")
-    attr = attribute(runs, library=library, scheme=attribution, regression=reg_boot > 0,
-                     n_boot=reg_boot, seed=seed)
-    rows = {r.skill_id: r for r in attr.skills}
+        notes.append("The per-skill regression was off (no bootstrap resamples): there is no library-level "
+                     "verdict and no skill is judged harmful; exposure counts alone are associations.")
+    attr = attribute_models(runs, library=library, scheme=attribution, regression=reg_boot > 0,
+                            n_boot=reg_boot, seed=seed, min_cond=min_cond)
+    rows = {r.skill_id: r for r in attr.pooled_rows()}  # clusters and graphs look at all pairs
 
     cluster_rep = None
     clusters_doc: dict[str, Any] | None = None
@@ -484,8 +528,10 @@ def build_audit(
 
     metrics_doc = metrics.to_dict()
     prune_doc = _compact_recommendations(prune.to_dict())
+    library_doc = [e.to_dict() for e in attr.library]
     result = AuditResult(
-        headline=headline(metrics_doc, prune_doc),
+        headline=headline(metrics_doc, prune_doc, library_doc),
+        library=library_doc,
         metrics=metrics_doc,
         skills=skills_doc,
         clusters=clusters_doc,

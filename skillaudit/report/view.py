@@ -18,6 +18,7 @@ from .figures import FIGURES
 MAX_SKILL_ROWS = 300
 MAX_NEAR_DUPLICATES = 100
 ACTION_ORDER = ("prune", "rewrite", "merge", "needs-data", "keep", "unused")
+LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth")
 
 
 # ---------------------------------------------------------------- filters
@@ -56,7 +57,13 @@ FILTERS = {"pp": pp, "pp_ci": pp_ci, "pval": pval, "num": num, "signed": signed}
 def skill_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per skill (rank order: most harmful first) joined with its recommendation,
     description and cluster."""
-    recs = {r["skill_id"]: r for r in (doc.get("recommendations") or {}).get("recommendations", [])}
+    recs: dict[tuple[str | None, str], dict[str, Any]] = {}
+    for r in (doc.get("recommendations") or {}).get("recommendations", []):
+        if r.get("scope", "skill") != "skill":
+            continue
+        for m in r.get("models") or [None]:
+            recs.setdefault((m, r["skill_id"]), r)
+        recs.setdefault((None, r["skill_id"]), r)
     desc = (doc.get("skills") or {}).get("descriptions") or {}
     cluster_of: dict[str, int] = {}
     harmful_cluster: set[str] = set()
@@ -67,7 +74,7 @@ def skill_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 harmful_cluster.add(m)
     out = []
     for r in doc["skills"]["skills"]:
-        rec = recs.get(r["skill_id"], {})
+        rec = recs.get((r.get("model"), r["skill_id"])) or recs.get((None, r["skill_id"]), {})
         out.append({
             **r,
             "action": rec.get("action", ""),
@@ -106,6 +113,10 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
     rows = skill_rows(doc)
     retrieved = [r for r in rows if r.get("n_retrieved", 0) > 0]
     counts = {a: sum(1 for r in rows if r["action"] == a) for a in ACTION_ORDER}
+    counts = {"gate-retrieval": 0, "reduce-depth": 0, **counts}
+    for r in (doc.get("recommendations") or {}).get("recommendations", []):
+        if r.get("scope") == "library":
+            counts[r["action"]] += 1
     metrics = doc["metrics"]
     mrows = _metric_rows(metrics)
     clusters = doc.get("clusters")
@@ -114,6 +125,8 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
     near = (clusters or {}).get("near_duplicates") or []
     rec_doc = doc.get("recommendations") or {}
     proj = rec_doc.get("projected")
+    library = doc.get("library") or []
+    models = list(dict.fromkeys(r.get("model") for r in rows if r.get("model")))
     figures = [{"name": k, "title": FIGURES.get(k, k), "src": v} for k, v in figure_src.items()]
     graph = doc.get("graph") or {}
     return {
@@ -137,6 +150,11 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "n_near_duplicates": (clusters or {}).get("near_duplicates_total", len(near)),
         "n_near_duplicates_kept": len(near),
         "projected": proj,
+        "projected_per_model": rec_doc.get("projected_per_model") or [],
+        "library": library,
+        "library_actions": [r for r in rec_doc.get("recommendations", []) if r.get("scope") == "library"],
+        "multi_model": len(models) > 1,
+        "selection_warnings": [v for v in doc["headline"].get("per_model", []) if v.get("selection_text")],
         "graph": graph,
         # reports written before the export was bounded lack these keys
         "graph_backbone": graph.get("export_co_retrieval_edges", graph.get("co_retrieval_edges", 0))

@@ -26,9 +26,10 @@ from .view import skill_rows
 
 REPORT_FILES = ("report.html", "report.md", "audit.json", "skills.csv", "skill_graph.graphml")
 CSV_COLUMNS = (
-    "rank", "skill_id", "action", "reason", "n_retrieved", "b", "c", "net", "share", "rae_k",
-    "p_value", "q_value", "exclusive_n", "exclusive_b", "exclusive_c", "coef", "coef_ci_low",
-    "coef_ci_high", "identifiable", "aliases", "in_library", "cluster", "in_harmful_cluster",
+    "rank", "model", "skill_id", "action", "reason", "n_tasks", "n_retrieved", "b", "c", "net",
+    "share", "rae_k", "p_value", "q_value", "exclusive_n", "exclusive_b", "exclusive_c", "coef",
+    "coef_ci_low", "coef_ci_high", "relative_effect", "relative_ci_low", "relative_ci_high",
+    "relative_q", "identifiable", "aliases", "in_library", "cluster", "in_harmful_cluster",
     "description",
 )
 
@@ -74,8 +75,10 @@ def skills_csv(doc: dict[str, Any]) -> str:
     w.writerow(CSV_COLUMNS)
     for i, r in enumerate(skill_rows(doc), 1):
         ci = r.get("coef_ci") or [None, None]
+        rel = r.get("relative_ci") or [None, None]
         row = {
             **r, "rank": i, "coef_ci_low": ci[0], "coef_ci_high": ci[1],
+            "relative_ci_low": rel[0], "relative_ci_high": rel[1],
             "aliases": " ".join(r.get("aliases") or []),
         }
         w.writerow([_csv_cell("" if row.get(c) is None else row.get(c)) for c in CSV_COLUMNS])
