@@ -54,6 +54,12 @@ strict_option = click.option(
     "--strict", is_flag=True, help="Treat records without their other condition as errors."
 )
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress output on stderr.")
+pool_models_option = click.option(
+    "--pool-models", is_flag=True,
+    help="Judge all models' pairs together (model as a stratum) instead of one verdict per model.")
+mid_p_option = click.option(
+    "--mid-p", is_flag=True,
+    help="Mid-p versions of the exact tests (less conservative; size near, not below, the level).")
 attribution_option = click.option(
     "--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal", show_default=True,
     help="How a pair's flip is shared among its retrieved skills: equally, by 1/rank, or by score.")
@@ -155,24 +161,26 @@ def load_library_for_cli(path: str | None) -> Any:
 @min_cond_option()
 @bootstrap_option("Paired bootstrap resamples (task level, epochs kept together); 0 = no CIs.")
 @seed_option()
+@mid_p_option
 @jobs_option
 @strict_option
 @json_option
 @reports_errors
 def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boot: int, seed: int,
-            jobs: int, strict: bool, as_json: bool) -> None:
+            mid_p: bool, jobs: int, strict: bool, as_json: bool) -> None:
     """Paired effects per model and benchmark: aggregate lift, OAE, RAE, delta_skip.
 
     RAE is (rescues - harms) / pairs on the tasks whose enabled run got skills back; OAE the same
     over all tasks; aggregate lift is what most papers report (retrieved vs not retrieved inside
-    the enabled run). CIs: task-level paired bootstrap. p: exact McNemar. With --skills, the
+    the enabled run). CIs: task-level paired bootstrap. p cond: exact McNemar when each task ran
+    once, else an exact sign-flip test of each task's summed flips (the task is the unit). With --skills, the
     funnel's "adhered" stage also counts answers that repeat a code line of a retrieved skill.
     """
     from .metrics import compute_metrics
 
     lib = load_library_for_cli(skills_path)
     paired = load_runs_for_cli(runs, strict, lib, jobs)
-    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed)
+    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
@@ -557,14 +565,6 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
         raise CommandError("no pairs left after --model/--benchmark")
     return lib, paired, attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
                                          n_boot=n_boot, seed=seed, mid_p=mid_p)
-
-
-pool_models_option = click.option(
-    "--pool-models", is_flag=True,
-    help="Judge all models' pairs together (model as a stratum) instead of one verdict per model.")
-mid_p_option = click.option(
-    "--mid-p", is_flag=True,
-    help="Mid-p versions of the exact tests (less conservative; size near, not below, the level).")
 
 
 @cli.command()

@@ -18,11 +18,16 @@ truth. The generative model, per (model, task):
 - dilution (optional): every injected skill, whichever it is, derails the enabled run with
   probability `dilution` (harm from injecting skills at all, not from an entry);
 - per-model signs (optional): `model_signs[m]` multiplies every planted effect for model m, so a
-  skill can help one model and hurt another.
+  skill can help one model and hurt another;
+- task noise (optional): each task gets a logit shift |N(0, task_noise)| in one of its two
+  conditions, chosen by a fair coin, the same in every epoch: tasks respond persistently to the
+  prompt, as often for the better as for the worse, so the library has no effect while the epochs
+  of one task repeat each other (what makes pooled per-pair tests over-reject).
 
 `SCENARIOS` names the settings the verdict is tested on (`skillaudit simulate --scenario NAME`):
 `dilution` (every skill equally harmful), `two-harmful` (2 of 20 skills harmful), `model-split`
-(a harmful skill that helps a second model) and `null-epochs` (no effect, 5 epochs per task).
+(a harmful skill that helps a second model) and `null-epochs` (no effect, 5 epochs per task,
+persistent per-task noise).
 
 Everything is drawn from one `numpy.random.default_rng(seed)`: the same arguments give the same
 records. `skillaudit simulate --out DIR` writes `DIR/runs.jsonl` and `DIR/skills/<id>/SKILL.md`.
@@ -129,7 +134,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                     "effect": 2.0, "co_retrieval": 0.5},
     "model-split": {"n_tasks": 800, "n_skills": 20, "n_harmful": 1, "n_helpful": 0, "epochs": 2,
                     "models": ("model-a", "model-b"), "model_signs": (1.0, -1.0)},
-    "null-epochs": {"n_tasks": 300, "n_skills": 20, "n_harmful": 0, "n_helpful": 0, "epochs": 5},
+    "null-epochs": {"n_tasks": 300, "n_skills": 20, "n_harmful": 0, "n_helpful": 0, "epochs": 5,
+                    "task_noise": 2.0},
 }
 
 
@@ -175,6 +181,7 @@ def simulate(
     coupling: float = 0.5,
     dilution: float = 0.0,
     model_signs: Sequence[float] | None = None,
+    task_noise: float = 0.0,
     seed: int = 0,
 ) -> Simulation:
     """Simulate paired runs with planted helpful, harmful, mixed and no-effect skills (see module doc)."""
@@ -260,6 +267,11 @@ def simulate(
             shift[t] = sign * float(np.sum(np.where(mixed_vec[ks], signs[t, ks], 1.0) * eff_vec[ks]))
         p_neg = _sigmoid(a)
         p_pos = _sigmoid(a + shift)
+        if task_noise > 0:  # a persistent per-task response to the prompt, as often for the worse
+            jolt = np.abs(rng.normal(0.0, task_noise, n_tasks))
+            to_enabled = rng.random(n_tasks) < 0.5
+            p_pos = np.where(to_enabled, _sigmoid(a + shift + jolt), p_pos)
+            p_neg = np.where(to_enabled, p_neg, _sigmoid(a + jolt))
         scores = [np.cumsum(-rng.uniform(0.5, 3.0, size=len(k))) + 9.0 + rng.normal() for k in sets]
         for epoch in range(1, epochs + 1):
             u_neg = rng.random(n_tasks)
@@ -300,6 +312,7 @@ def simulate(
         "epochs": epochs, "models": list(models), "benchmarks": list(benchmarks),
         "trigger_rate": trigger_rate, "selection": selection, "co_retrieval": co_retrieval,
         "extra_rate": extra_rate, "coupling": coupling, "dilution": dilution,
-        "model_signs": None if model_signs is None else list(model_signs), "seed": seed,
+        "model_signs": None if model_signs is None else list(model_signs), "task_noise": task_noise,
+        "seed": seed,
     }
     return Simulation(records=tuple(records), skills=skills, truth=truth, settings=settings)

@@ -139,3 +139,26 @@ def test_validate_skills_lists_problems_and_exits_1(tmp_path):
     make_skill(ok, "fine")
     result = CliRunner().invoke(cli, ["validate", "--skills", str(ok)])
     assert result.exit_code == 0 and "1 valid skill(s)" in result.stdout
+
+
+def test_metrics_p_cond_is_task_level_and_mid_p_is_an_option(tmp_path):
+    """metrics --json groups carry p_cond (a sign-flip test when tasks have several epochs); --mid-p lowers it."""
+    from skillaudit.simulate import simulate
+
+    runs, _ = simulate(n_tasks=200, n_harmful=2, epochs=3, seed=1).write(tmp_path / "sim")
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(runs), "--json", "--bootstrap", "0"]).stdout)
+    g = doc["groups"][0]
+    assert g["p_cond_test"] == "exact sign-flip test of each task's summed flips"
+    assert g["n_cond_tasks"] * 3 == g["n_cond"]
+    mid = json.loads(CliRunner().invoke(cli, ["metrics", str(runs), "--json", "--bootstrap", "0",
+                                              "--mid-p"]).stdout)["groups"][0]
+    assert mid["p_cond_test"].startswith("mid-p") and mid["p_cond"] <= g["p_cond"]
+    assert mid["mcnemar_p_cond"] == g["mcnemar_p_cond"]  # kept as it is
+
+
+def test_simulate_writes_a_named_scenario(tmp_path):
+    """simulate --scenario writes the scenario's runs, library and truth."""
+    res = CliRunner().invoke(cli, ["simulate", "--out", str(tmp_path / "s"), "--scenario", "model-split"])
+    assert res.exit_code == 0, res.output
+    truth = json.loads((tmp_path / "s" / "truth.json").read_text())
+    assert truth["settings"]["models"] == ["model-a", "model-b"] and truth["settings"]["model_signs"] == [1.0, -1.0]

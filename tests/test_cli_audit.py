@@ -137,6 +137,15 @@ def test_real_demo_from_another_cwd(tmp_path):
     assert "Report: " in proc.stdout
     doc = json.loads((tmp_path / "skillaudit-report" / "audit.json").read_text(encoding="utf-8"))
     assert doc["inputs"]["demo"] is True and doc["inputs"]["library"]["n_skills"] >= 20
+    # the demo states whether its harm is library-wide or in specific entries, with the test
+    assert "Library-wide or specific" in proc.stdout and "heterogeneity p" in proc.stdout
+    for e in doc["library"]:
+        assert e["verdict"] in ("library-wide", "skill-specific", "none")
+        assert 0 < e["heterogeneity_p"] <= 1 and e["n_permutations"] >= 199
+    assert all(v["library_verdict"] in ("library-wide", "skill-specific", "none")
+               for v in doc["headline"]["per_model"])
+    html = (tmp_path / "skillaudit-report" / "report.html").read_text(encoding="utf-8")
+    assert "Is the harm library-wide or in specific entries?" in html
 
 
 def test_wheel_ships_the_demo(tmp_path):
@@ -172,3 +181,25 @@ def test_wheel_ships_the_demo(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(n_skills), "True"]
+
+
+def test_audit_surfaces_the_library_verdict_everywhere(tmp_path):
+    """On pure dilution the terminal headline, report banner, audit.json and skills.csv all carry the library-wide verdict."""
+    from skillaudit.simulate import scenario
+
+    runs, lib = scenario("dilution", seed=0).write(tmp_path / "sim")
+    out = tmp_path / "report"
+    res = _invoke(["audit", str(runs), "--skills", str(lib), "--out", str(out), "--quiet", "--embedder",
+                   "tfidf", "--bootstrap", "1000"])
+    assert res.exit_code == 0, res.output
+    assert "Library-wide or specific: Harm is library-wide (" in res.stdout
+    assert "rather than prune entries" in res.stdout
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert [e["verdict"] for e in doc["library"]] == ["library-wide"]
+    lib_recs = [r for r in doc["recommendations"]["recommendations"] if r["scope"] == "library"]
+    assert [r["action"] for r in lib_recs] in (["gate-retrieval"], ["reduce-depth"])
+    assert not [r for r in doc["recommendations"]["recommendations"] if r["action"] == "prune"]
+    assert "Harm is library-wide" in (out / "report.html").read_text(encoding="utf-8")
+    assert "Harm is library-wide" in (out / "report.md").read_text(encoding="utf-8")
+    header = (out / "skills.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
+    assert {"relative_effect", "relative_q", "model", "n_tasks"} <= set(header)

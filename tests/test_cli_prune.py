@@ -139,3 +139,32 @@ def test_prune_with_tfidf_near_duplicates(sim_dir):
                                    "--embedder", "tfidf", "--bootstrap", "200", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["settings"]["near_duplicates"] is not None
+
+
+def test_prune_json_has_the_library_section_and_scoped_entries(tmp_path):
+    """prune --json gains `library` and scope-tagged entries; the table starts with the library verdict."""
+    from skillaudit.simulate import scenario
+
+    runs, lib = scenario("dilution", seed=1).write(tmp_path / "sim")
+    args = ["prune", str(runs), "--skills", str(lib), "--embedder", "tfidf", "--bootstrap", "1000"]
+    doc = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
+    (e,) = doc["library"]
+    assert e["verdict"] == "library-wide" and e["heterogeneity_p"] > 0.05 and e["mean_effect_ci"][1] < 0
+    scopes = {r["scope"] for r in doc["recommendations"]}
+    assert scopes == {"library", "skill"}
+    assert not [r for r in doc["recommendations"] if r["action"] == "prune"]
+    table = CliRunner().invoke(cli, args)
+    assert table.exit_code == 0
+    assert table.stdout.startswith("library (sim-model on sim-bench): Harm is library-wide (")
+    assert "→ " in table.stdout and "for sim-model (sim-bench)" in table.stdout
+
+
+def test_prune_and_audit_use_the_same_near_duplicate_definition():
+    """prune and audit default to the same embedder (minilm) and the same calibrated threshold."""
+    from skillaudit.cli import audit, prune
+
+    def default(cmd, name):
+        return next(p.default for p in cmd.params if p.name == name)
+
+    assert default(prune, "embedder") == default(audit, "embedder") == "minilm"
+    assert default(prune, "threshold") is None and default(audit, "threshold") is None

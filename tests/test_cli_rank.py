@@ -106,3 +106,26 @@ def test_rank_and_metrics_run_without_importing_scipy(sim_dir, command):
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_rank_rows_carry_relative_effects_and_the_table_shows_vs_library(sim_dir):
+    """rank --json rows carry model, relative_effect/ci/q; the table has a 'vs library' column and the library line."""
+    out, _ = sim_dir
+    args = ["rank", str(out / "runs.jsonl"), "--skills", str(out / "skills"), "--bootstrap", "300"]
+    doc = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
+    used = [s for s in doc["skills"] if s["n_retrieved"] and s["identifiable"]]
+    assert used and all(s["model"] and s["relative_effect"] is not None and len(s["relative_ci"]) == 2
+                        and 0 <= s["relative_q"] <= 1 for s in used)
+    table = CliRunner().invoke(cli, [*args, "--top", "3"]).stdout
+    assert "vs library pp" in table and "library: " in table
+
+
+def test_pool_models_gives_one_population_with_model_as_a_stratum(sim_dir):
+    """--pool-models judges all models' pairs together: one set of rows with model '*'."""
+    out, sim = sim_dir
+    args = ["rank", str(out / "runs.jsonl"), "--json", "--bootstrap", "200"]
+    per = json.loads(CliRunner().invoke(cli, args).stdout)
+    pooled = json.loads(CliRunner().invoke(cli, [*args, "--pool-models"]).stdout)
+    assert {s["model"] for s in per["skills"]} == set(sim.settings["models"])
+    assert {s["model"] for s in pooled["skills"]} == {"*"}
+    assert pooled["totals"] == per["totals"]

@@ -1,4 +1,5 @@
-"""Recommendations per skill, the power calculation and the projected effect of pruning."""
+"""Recommendations (library level and per skill, per model), the power calculation, the projected
+effect of pruning, and the verdict's simulated scenarios."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import numpy as np
 import orjson
 import pytest
 
-from skillaudit.attribution import attribute
+from skillaudit.attribution import attribute, attribute_models
 from skillaudit.library import Library, Skill
+from skillaudit.metrics import compute_metrics
 from skillaudit.recommend import SCHEMA, mcnemar_sample_size, project, recommend
 from skillaudit.runs import read_text_records
-from skillaudit.simulate import simulate
+from skillaudit.simulate import scenario, simulate
 
 
 def _pair(tid, y_pos, y_neg, skills=None):
@@ -158,3 +160,106 @@ def test_recommendation_quality_on_the_simulator():
     assert recall >= 0.75
     assert help_rate == 0.0
     assert false_rate <= 0.05
+
+
+# ---------------------------------------------------------------- the verdict's scenarios (issue 14)
+def _scenario_prune(name, seed, n_boot=1000):
+    sim = scenario(name, seed=seed)
+    runs = sim.runs()
+    ma = attribute_models(runs, library=sim.library(), n_boot=n_boot, seed=seed)
+    return sim, ma, recommend(runs, ma)
+
+
+def test_dilution_prunes_no_entry_and_says_the_harm_is_library_wide():
+    """Every skill equally harmful: 0 per-skill prunes and a library-wide verdict with a library recommendation in at least 19 of 20 seeds."""
+    good = 0
+    for seed in range(20):
+        _, ma, out = _scenario_prune("dilution", seed)
+        lib = ma.results[0].library
+        good += (not out.by_action("prune") and lib.verdict == "library-wide"
+                 and [r.action for r in out.library_actions()] in (["gate-retrieval"], ["reduce-depth"]))
+    assert good >= 19
+
+
+def test_two_harmful_skills_are_found_with_few_false_flags():
+    """2 of 20 skills harmful: both flagged in at least 15 of 20 seeds, at most 1 false flag per seed on average."""
+    both = false = 0
+    for seed in range(20):
+        sim, _, out = _scenario_prune("two-harmful", seed)
+        flagged = {r.skill_id for r in out.skill_recommendations() if r.action in ("prune", "rewrite")}
+        both += set(sim.ids("harmful")) <= flagged
+        false += len(flagged - set(sim.ids("harmful")))
+    assert both >= 15
+    assert false / 20 <= 1.0
+
+
+def test_a_skill_that_helps_one_model_and_hurts_another_is_never_pruned_for_both():
+    """The model-split skill is never pruned for both models, and is usually flagged as differing in sign."""
+    sign = 0
+    for seed in range(20):
+        sim, _, out = _scenario_prune("model-split", seed)
+        (harm,) = sim.ids("harmful")
+        assert harm not in out.removable(sim.settings["models"])
+        recs = [r for r in out.skill_recommendations() if r.skill_id == harm]
+        assert not any(r.action == "prune" and set(r.models) == set(sim.settings["models"]) for r in recs)
+        sign += any(r.evidence.get("sign_differs") and r.action == "rewrite" for r in recs)
+    assert sign >= 10
+
+
+def test_no_effect_library_with_five_epochs_keeps_p_cond_at_its_level():
+    """200 no-effect data sets with 5 epochs per task: p_cond <= 0.05 in at most 7%, where pooled McNemar exceeds it."""
+    task_level = pooled = 0
+    for seed in range(200):
+        g = next(g for g in compute_metrics(scenario("null-epochs", seed=seed).runs(), n_boot=0).groups
+                 if g.benchmark == "*")
+        task_level += g.p_cond <= 0.05
+        pooled += g.mcnemar_p_cond <= 0.05
+    assert task_level / 200 <= 0.07
+    assert pooled / 200 > 0.07
+
+
+def test_library_recommendation_entries_and_per_model_scope():
+    """Library-level entries carry scope 'library', model and benchmark; skill entries carry scope 'skill' and their models."""
+    _, _, out = _scenario_prune("dilution", 0, n_boot=500)
+    doc = out.to_dict()
+    lib = [r for r in doc["recommendations"] if r["scope"] == "library"]
+    assert len(lib) == 1 and lib[0]["skill_id"] is None and lib[0]["model"] == "sim-model"
+    assert lib[0]["action"] in ("gate-retrieval", "reduce-depth")
+    assert doc["library"][0]["verdict"] == "library-wide"
+    assert {"model", "benchmark", "verdict", "mean_effect", "mean_effect_ci", "heterogeneity_p"} <= set(doc["library"][0])
+    assert all(r["models"] == ["sim-model"] for r in doc["recommendations"] if r["scope"] == "skill")
+
+
+def test_merge_direction_only_with_evidence():
+    """Near-duplicates get 'merge into X, which does better' only when the difference's interval excludes 0."""
+    sim = simulate(n_tasks=900, n_skills=12, n_harmful=1, n_helpful=1, epochs=2, seed=4)
+    runs = sim.runs()
+    res = attribute(runs, library=sim.library(), n_boot=1000)
+    (good,) = sim.ids("helpful")
+    plain = [s for s in sim.ids("none") if res.get(s).n_retrieved >= 30 and s != sim.truth[good].buddy]
+    a, b = plain[0], plain[1]
+    diff = res.difference(a, b)
+    assert diff is not None and diff[1][0] < 0 < diff[1][1]  # two no-effect skills: no evidence
+    out = recommend(runs, res, near_duplicates=[(a, b, 0.9)])
+    for sid in (a, b):
+        r = out.get(sid)
+        assert r.action == "merge" and "no evidence which is better" in r.reason
+        assert r.evidence["merge_difference"]["ci"][0] < 0 < r.evidence["merge_difference"]["ci"][1]
+    d = res.difference(good, a)
+    assert d is not None and d[1][0] > 0  # the helpful skill does reliably better
+    out = recommend(runs, res, near_duplicates=[(a, good, 0.9)])
+    assert out.get(a).action == "merge" and f"{good}, which does better" in out.get(a).reason
+    assert out.get(good).action == "keep"
+
+
+def test_needs_data_counts_tasks_with_the_design_effect():
+    """With epochs the power calculation is in tasks: pairs needed x design effect / pairs per task."""
+    sim = simulate(n_tasks=120, n_skills=20, n_harmful=0, n_helpful=0, epochs=3, task_noise=2.0, seed=3)
+    runs = sim.runs()
+    out = recommend(runs, attribute(runs, library=sim.library(), n_boot=300))
+    r = next(r for r in out.skill_recommendations() if r.action == "needs-data")
+    ev = r.evidence
+    assert ev["pairs_per_task"] == pytest.approx(3.0)
+    assert ev["design_effect"] > 1.2
+    assert f"about {ev['more_tasks_needed']} more retrieving task" in r.reason
+    assert "tasks (" in r.reason and "pairs)" in r.reason  # "N tasks (M pairs)"

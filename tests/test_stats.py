@@ -1,17 +1,25 @@
-"""Exact McNemar, Wilson, Benjamini-Hochberg and the task-level bootstrap."""
+"""Exact and mid-p McNemar, the task-level sign-flip test, design effects, Wilson,
+Benjamini-Hochberg and the task-level bootstrap."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
 
+from skillaudit import stats as stats_module
 from skillaudit.stats import (
     bh_qvalues,
     binom_half_cdf,
     bootstrap_totals,
+    design_effect,
     mcnemar_exact,
+    mcnemar_midp,
     paired_bootstrap_ci,
+    paired_test,
     percentile_ci,
+    sign_flip_pvalue,
     wilson_interval,
 )
 
@@ -164,3 +172,92 @@ def test_distinct_rows_matches_numpy_unique():
         ref_rows, ref_counts = np.unique(values, axis=0, return_counts=True)
         got = sorted(zip(map(tuple, rows), counts.tolist(), strict=True))
         assert got == sorted(zip(map(tuple, ref_rows), ref_counts.tolist(), strict=True))
+
+
+# ---------------------------------------------------------------- task-level tests
+def test_mcnemar_exact_and_midp_agree_with_statsmodels_and_scipy():
+    """Exact McNemar equals statsmodels' exact test; mid-p equals 2 (P(X < k) + P(X = k)/2) from scipy."""
+    from scipy.stats import binom
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    for b, c in [(0, 0), (1, 0), (3, 9), (12, 4), (20, 21), (0, 17), (40, 25)]:
+        ref = mcnemar([[5, b], [c, 7]], exact=True).pvalue
+        assert mcnemar_exact(b, c) == pytest.approx(ref, rel=1e-10)
+        n, k = b + c, min(b, c)
+        mid = 1.0 if n == 0 else min(1.0, 2 * (binom.cdf(k - 1, n, 0.5) + 0.5 * binom.pmf(k, n, 0.5)))
+        assert mcnemar_midp(b, c) == pytest.approx(mid, rel=1e-10, abs=1e-15)
+        assert mcnemar_midp(b, c) <= mcnemar_exact(b, c)
+
+
+def test_sign_flip_equals_brute_force_enumeration():
+    """The exact sign-flip p-value equals enumerating all 2^n sign patterns of the tasks' sums."""
+    rng = np.random.default_rng(5)
+    for _ in range(150):
+        sums = rng.integers(-4, 5, size=rng.integers(1, 10))
+        mags = np.abs(sums)
+        null = np.array([np.dot(eps, mags) for eps in itertools.product((-1, 1), repeat=sums.size)])
+        t = abs(int(sums.sum()))
+        exact = 1.0 if t == 0 else min(1.0, 2 * float(np.mean(null >= t)))
+        mid = 1.0 if t == 0 else min(1.0, 2 * float(np.mean(null > t) + 0.5 * np.mean(null == t)))
+        counts = np.bincount(mags, minlength=5)
+        assert sign_flip_pvalue(counts, int(sums.sum())) == pytest.approx(exact, abs=1e-12)
+        assert sign_flip_pvalue(counts, int(sums.sum()), mid_p=True) == pytest.approx(mid, abs=1e-12)
+
+
+def test_sign_flip_on_unit_sums_is_the_mcnemar_test():
+    """With every task's summed flip in {-1, 0, 1} the sign-flip test is McNemar on the tasks."""
+    assert sign_flip_pvalue(np.array([4, 12]), 12 - 0) == mcnemar_exact(12, 0)
+    counts = np.array([0, 9 + 3])
+    assert sign_flip_pvalue(counts, 9 - 3) == mcnemar_exact(9, 3)
+    assert sign_flip_pvalue(counts, 9 - 3, mid_p=True) == mcnemar_midp(9, 3)
+
+
+def test_sign_flip_normal_branch_is_close_to_the_exact_distribution(monkeypatch):
+    """Past the exact limit the normal approximation (lattice-corrected) is within 0.003 of the exact p."""
+    rng = np.random.default_rng(2)
+    sums = rng.integers(-5, 6, size=4000)
+    counts = np.bincount(np.abs(sums))
+    for shift in (0, 60, 160, 320):
+        total = int(sums.sum()) + shift
+        normal = sign_flip_pvalue(counts, total)
+        monkeypatch.setattr(stats_module, "_EXACT_SIGN_FLIP", 10**9)
+        exact = sign_flip_pvalue(counts, total)
+        monkeypatch.undo()
+        assert normal == pytest.approx(exact, abs=3e-3)
+
+
+def test_paired_test_uses_mcnemar_with_one_pair_per_task_and_task_sums_otherwise():
+    """One pair per task: exact McNemar on (b, c); epochs: the sign-flip test on each task's summed flips."""
+    flips = np.array([1, 1, 1, -1, 0, 1, 1])
+    assert paired_test(np.arange(7), flips) == mcnemar_exact(5, 1)
+    units = np.array([0, 0, 0, 1, 2, 2, 3])  # task sums 3, -1, 1, 1
+    assert paired_test(units, flips) == sign_flip_pvalue(np.bincount([3, 1, 1, 1]), 4)
+    assert paired_test(units, flips) != mcnemar_exact(5, 1)
+
+
+def test_task_level_test_keeps_its_level_where_pooled_mcnemar_does_not():
+    """No effect, 5 epochs repeating each task's response: the sign-flip test rejects at most 6% at 5%, pooled McNemar over 9%."""
+    rng = np.random.default_rng(0)
+    task_level = pooled = 0
+    n_sets, n_tasks, epochs = 400, 60, 5
+    units = np.repeat(np.arange(n_tasks), epochs)
+    for _ in range(n_sets):
+        lean = rng.choice([-1, 1], size=n_tasks) * rng.uniform(0, 0.8, n_tasks)  # per-task, symmetric
+        u = rng.random(n_tasks * epochs)
+        flips = np.where(u < np.abs(lean[units]), np.sign(lean[units]), 0).astype(int)
+        flips[rng.random(flips.size) < 0.1] *= -1
+        task_level += paired_test(units, flips) <= 0.05
+        pooled += mcnemar_exact(int((flips > 0).sum()), int((flips < 0).sum())) <= 0.05
+    assert task_level / n_sets <= 0.06
+    assert pooled / n_sets > 0.09
+
+
+def test_design_effect_is_one_for_independent_epochs_and_the_epoch_count_for_identical_ones():
+    """Independent epochs give a design effect near 1; epochs that repeat each other give m."""
+    rng = np.random.default_rng(1)
+    units = np.repeat(np.arange(2000), 4)
+    independent = rng.choice([-1, 0, 1], size=units.size)
+    assert design_effect(units, independent) == pytest.approx(1.0, abs=0.1)
+    repeated = np.repeat(rng.choice([-1, 0, 1], size=2000), 4)
+    assert design_effect(units, repeated) == pytest.approx(4.0)
+    assert design_effect(np.arange(10), rng.choice([-1, 1], size=10)) == 1.0

@@ -213,7 +213,9 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
 def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
                       recommendations: dict[str, Any] | None) -> tuple[str | None, str | None]:
     """(verdict, sentence): is the harm library-wide or in specific entries, for one model."""
-    pooled = next((e for e in effects if e["model"] in (model, "*") and e["benchmark"] == "*"), None)
+    mine = [e for e in effects if e["model"] in (model, "*")]
+    # the model-level verdict: benchmark '*' when the model ran several benchmarks, else its one cell
+    pooled = next((e for e in mine if e["benchmark"] == "*"), mine[0] if len(mine) == 1 else None)
     if pooled is None:
         return None, None
     text = pooled["text"]

@@ -1,0 +1,194 @@
+"""Library level: mean effect per injected skill, the heterogeneity test, relative effects, verdicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from skillaudit import regression as regression_module
+from skillaudit._csr import Csr
+from skillaudit.attribution import attribute
+from skillaudit.library_effect import (
+    _merged_design,
+    _permutation_plan,
+    heterogeneity_test,
+    library_effect,
+)
+from skillaudit.regression import SkillEffectRegression
+from skillaudit.runs import read_text_records
+from skillaudit.simulate import scenario
+
+
+def _runs(rows):
+    """rows: (task, epoch, y_pos, y_neg, skills) -> PairedRuns through the real loader."""
+    lines = []
+    for task, epoch, y_pos, y_neg, skills in rows:
+        common = {"task_id": f"t{task}", "epoch": epoch, "model": "m"}
+        en = {**common, "condition": "enabled", "correct": bool(y_pos)}
+        if skills:
+            en["retrievals"] = [{"query": "q", "skills": [{"id": s} for s in skills]}]
+        lines += [orjson.dumps(en).decode(), orjson.dumps({**common, "condition": "disabled",
+                                                           "correct": bool(y_neg)}).decode()]
+    return read_text_records("\n".join(lines) + "\n")
+
+
+def _world(seed, n_tasks=150, n_skills=8, epochs=2, harm=None, derail=0.0, by_difficulty=False):
+    """Random retrieval of 1-3 skills per task (the same in every epoch); `harm` maps a skill to the
+    extra probability it derails a passing run; `derail` applies to every injected skill alike.
+    With `by_difficulty`, skill s0 is retrieved only by tasks that pass without skills."""
+    rng = np.random.default_rng(seed)
+    harm = harm or {}
+    rows = []
+    for t in range(n_tasks):
+        p_pass = rng.uniform(0.1, 0.9)
+        k = int(rng.integers(1, 4))
+        skills = [f"s{j}" for j in rng.choice(n_skills, size=k, replace=False)]
+        for e in range(1, epochs + 1):
+            y_neg = rng.random() < p_pass
+            if by_difficulty:
+                skills = ["s0", *skills[1:]] if y_neg else [s for s in skills if s != "s0"] or ["s1"]
+            y_pos = rng.random() < p_pass if rng.random() < 0.5 else y_neg
+            for s in skills:
+                if rng.random() < derail + harm.get(s, 0.0):
+                    y_pos = False
+            rows.append((t, e, y_pos, y_neg, skills))
+    return _runs(rows)
+
+
+def _fit(runs, n_boot=300):
+    rows = np.flatnonzero(runs.retrieved)
+    h = runs.retrieval
+    X = Csr(np.ones(h.nnz), h.indices, h.indptr, h.shape).take_rows(rows)
+    y = runs.flip.astype(float)[rows]
+    units = runs.unit_ids()[rows]
+    reg = SkillEffectRegression(n_boot=n_boot, random_state=0).fit(X, y, units)
+    return reg, X, y, units, runs.y_neg[rows]
+
+
+def test_mean_effect_is_the_exposure_weighted_mean_of_the_coefficients():
+    """mean_effect = sum_k n_k coef_k / sum_k n_k when every coefficient is identifiable."""
+    res = attribute(_world(1, derail=0.2), n_boot=300)
+    rows = [s for s in res.skills if s.n_retrieved]
+    assert all(s.identifiable for s in rows)
+    by_hand = sum(s.n_retrieved * s.coef for s in rows) / sum(s.n_retrieved for s in rows)
+    assert res.library.mean_effect == pytest.approx(by_hand, rel=1e-10)
+
+
+def test_relative_effect_is_the_coefficient_minus_the_mean_of_the_others():
+    """relative_effect_k = coef_k - sum_{j != k} n_j coef_j / sum_{j != k} n_j, by hand."""
+    res = attribute(_world(2, harm={"s3": 0.4}), n_boot=300)
+    rows = [s for s in res.skills if s.n_retrieved]
+    for s in rows:
+        others = [o for o in rows if o.skill_id != s.skill_id]
+        mean_others = sum(o.n_retrieved * o.coef for o in others) / sum(o.n_retrieved for o in others)
+        assert s.relative_effect == pytest.approx(s.coef - mean_others, rel=1e-9, abs=1e-12)
+
+
+def test_relative_interval_comes_from_the_regression_resamples():
+    """The relative CI is the percentile interval of c_k (b*_k - mean*) over the same resamples."""
+    runs = _world(3, harm={"s1": 0.3})
+    reg, X, y, units, base = _fit(runs, n_boot=400)
+    eff, rel = library_effect(reg, X, y, units, np.zeros(y.size, int), model="m", benchmark="b",
+                              n_perm=99, baseline=base)
+    n_g = reg.group_n_.astype(float)
+    big_n = float(X.nnz)
+    m_b = reg.group_boot_ @ n_g / big_n
+    j = 1  # a skill column with its own coefficient
+    assert reg.group_size_[reg.col_group_[j]] == 1
+    g = reg.col_group_[j]
+    samples = big_n / (big_n - n_g[g]) * (reg.group_boot_[:, g] - m_b)
+    np.testing.assert_allclose(rel.ci[j], np.quantile(samples, [0.025, 0.975]))
+    assert eff.mean_effect_ci == pytest.approx(tuple(np.quantile(m_b, [0.025, 0.975])))
+
+
+def test_heterogeneity_test_is_exact_under_its_null():
+    """Outcomes independent of which skills were retrieved: p <= 0.05 in at most 7% and p <= 0.2 in 12-28% of 300 data sets."""
+    p = []
+    for seed in range(300):
+        reg, X, y, units, base = _fit(_world(seed, n_tasks=80, derail=0.15), n_boot=0)
+        Z = _merged_design(X, reg.col_group_, reg.n_groups_)
+        p.append(heterogeneity_test(Z, y, units, np.zeros(y.size, int), reg.group_n_ >= 5,
+                                    n_perm=199, seed=seed, baseline=base)[1])
+    p = np.array(p)
+    assert (p <= 0.05).mean() <= 0.07
+    assert 0.12 <= (p <= 0.2).mean() <= 0.28
+
+
+def test_heterogeneity_test_finds_a_skill_that_differs():
+    """One skill of 8 derailing passing runs half the time, 300 tasks x 2 epochs: p <= 0.01 in at least 18 of 20 data sets."""
+    hits = 0
+    for seed in range(20):
+        reg, X, y, units, base = _fit(_world(seed, n_tasks=300, harm={"s2": 0.5}), n_boot=0)
+        Z = _merged_design(X, reg.col_group_, reg.n_groups_)
+        hits += heterogeneity_test(Z, y, units, np.zeros(y.size, int), reg.group_n_ >= 5,
+                                   n_perm=499, seed=seed, baseline=base)[1] <= 0.01
+    assert hits >= 18
+
+
+def test_comparing_like_with_like_keeps_skills_of_easy_tasks_from_looking_worse():
+    """Every skill derails alike but s0 is retrieved only by tasks that pass without skills: comparing pairs of the same disabled outcome keeps the test at its level, ignoring it does not."""
+    with_base = without = 0
+    for seed in range(60):
+        reg, X, y, units, base = _fit(_world(seed, derail=0.3, by_difficulty=True), n_boot=0)
+        Z = _merged_design(X, reg.col_group_, reg.n_groups_)
+        args = (Z, y, units, np.zeros(y.size, int), reg.group_n_ >= 5)
+        with_base += heterogeneity_test(*args, n_perm=199, seed=seed, baseline=base)[1] <= 0.05
+        without += heterogeneity_test(*args, n_perm=199, seed=seed)[1] <= 0.05
+    assert with_base / 60 <= 0.1
+    assert without / 60 >= 0.5
+
+
+def test_tasks_are_permuted_whole_within_blocks_of_the_same_profile():
+    """Tasks share a block only with the same stratum and sorted classes; each row maps to (task, position)."""
+    units = np.array([0, 0, 1, 1, 2, 3])
+    k = np.array([6, 2, 2, 6, 2, 2])  # task 0 and 1 have classes {2, 6}; 2 and 3 have {2}
+    strata = np.array([0, 0, 0, 0, 0, 1])
+    block, _, pos, row_at = _permutation_plan(units, k, strata)
+    assert block[0] == block[1] and block[2] != block[3] and block[0] != block[2]
+    assert row_at[0].tolist() == [1, 0] and row_at[1].tolist() == [2, 3]  # ordered by class
+    assert pos.tolist() == [1, 0, 0, 1, 0, 0]
+
+
+def test_verdicts_library_wide_skill_specific_and_none():
+    """Dilution is library-wide with a library recommendation; planted entries are skill-specific; no effect is none."""
+    wide = attribute(scenario("dilution", seed=0).runs(), n_boot=500).library
+    assert wide.verdict == "library-wide" and wide.direction == "harm"
+    assert wide.recommendation in ("gate-retrieval", "reduce-depth")
+    assert "Harm is library-wide" in wide.text and "rather than prune entries" in wide.text
+    specific = attribute(scenario("two-harmful", seed=0).runs(), n_boot=500).library
+    assert specific.verdict == "skill-specific" and specific.heterogeneity_p <= 0.05
+    null = attribute(_world(4, n_tasks=300), n_boot=500).library
+    assert null.verdict == "none" and null.recommendation is None
+
+
+def test_reduce_depth_only_when_harm_grows_with_the_number_of_skills():
+    """Per-skill derailing (more skills, more harm) gives reduce-depth; harm per injection alone gives gate-retrieval."""
+    per_skill = attribute(_world(5, n_tasks=600, derail=0.25), n_boot=500).library
+    assert per_skill.depth_slope < 0 and per_skill.recommendation == "reduce-depth"
+    rng = np.random.default_rng(6)
+    rows = []
+    for t in range(600):
+        skills = [f"s{j}" for j in rng.choice(8, size=int(rng.integers(1, 4)), replace=False)]
+        y_neg = bool(rng.random() < 0.6)
+        rows.append((t, 1, y_neg and rng.random() > 0.4, y_neg, skills))
+    per_injection = attribute(_runs(rows), n_boot=500).library
+    assert per_injection.verdict == "library-wide"
+    assert per_injection.recommendation == "gate-retrieval"
+
+
+def test_sandwich_path_gives_intervals_close_to_the_bootstrap(monkeypatch):
+    """For wide libraries the mean and relative intervals come from the sandwich and agree with the bootstrap."""
+    runs = _world(7, n_tasks=800, harm={"s1": 0.3}, derail=0.1)
+    boot = attribute(runs, n_boot=2000)
+    monkeypatch.setattr(regression_module, "_MAX_BOOT_SKILLS", 3)
+    sand = attribute(runs, n_boot=2000)
+    assert sand.settings["regression_interval"] == "sandwich"
+    assert sand.library.mean_effect == pytest.approx(boot.library.mean_effect)
+    width = lambda ci: ci[1] - ci[0]  # noqa: E731
+    assert width(sand.library.mean_effect_ci) == pytest.approx(width(boot.library.mean_effect_ci), rel=0.2)
+    for s in sand.skills:
+        b = boot.get(s.skill_id)
+        if s.relative_ci and b.relative_ci:
+            assert width(s.relative_ci) == pytest.approx(width(b.relative_ci), rel=0.2)
+    assert sand.library.verdict == boot.library.verdict
