@@ -8,7 +8,8 @@ cluster with its most distinctive terms (class-based TF-IDF) and scores it from 
 A cluster is `harmful` only when its members are net-harmful *as a group*, with evidence:
 1. it has at least two members;
 2. over the distinct pairs that retrieved any member, harms outnumber rescues (pooled net < 0)
-   and the pooled exact McNemar test gives p <= alpha (default 0.05);
+   and the pooled test gives p <= alpha (default 0.05): exact McNemar with one pair per task,
+   the exact sign-flip test of each task's summed flips when tasks ran several epochs;
 3. the harm is not carried by one member: without the member of most negative net, the pairs
    retrieving the remaining members are still net-harmful (pooled net < 0).
 
@@ -29,7 +30,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from .embed import Embeddings, embed_library
-from .stats import mcnemar_exact
+from .stats import mcnemar_exact, paired_test
 
 #: near-duplicate cosine similarity, per backend
 NEAR_DUPLICATE_THRESHOLD = {"minilm": 0.80, "tfidf": 0.45}
@@ -186,7 +187,7 @@ class Cluster:
     n_pairs: int = 0
     b: int = 0
     c: int = 0
-    p_value: float = 1.0  # exact McNemar on the pooled (b, c)
+    p_value: float = 1.0  # task-level test of the pooled pairs (exact McNemar with one epoch)
     n_harmful_members: int = 0  # members with net < 0
     harmful_members: list[str] = field(default_factory=list)
     net_without_worst: int | None = None  # pooled net of the other members' pairs
@@ -204,10 +205,16 @@ class PairIndex:
         self.col = {s: i for i, s in enumerate(runs.skills)}
         self.csc = sp.csc_matrix(runs.ranks)
         self.flip = np.asarray(runs.flip)
+        self.units = runs.unit_ids() if hasattr(runs, "unit_ids") else np.arange(self.flip.size)
+        self.last_p: float | None = None
 
     def pooled(self, members: Sequence[str]) -> tuple[int, int, int]:
-        """(n, b, c) over the distinct pairs retrieving any of `members` (unknown ids are ignored)."""
+        """(n, b, c) over the distinct pairs retrieving any of `members` (unknown ids are ignored).
+
+        `last_p` is then the task-level p-value of those pairs (`stats.paired_test`: exact McNemar
+        with one pair per task, else the sign-flip test of each task's summed flips)."""
         cols = [self.col[m] for m in members if m in self.col]
+        self.last_p = None
         if not cols:
             return 0, 0, 0
         ptr, idx = self.csc.indptr, self.csc.indices
@@ -219,6 +226,7 @@ class PairIndex:
             hit[rows] = True
             rows = np.flatnonzero(hit)
         f = self.flip[rows]
+        self.last_p = paired_test(self.units[rows], f)
         return int(rows.size), int((f > 0).sum()), int((f < 0).sum())
 
 
@@ -251,7 +259,8 @@ def score_cluster(cluster_id: int, members: Sequence[str], label: str,
                 sum(int(_get(rows[m], "c")) for m in ms))
 
     n, b, c = pooled(members)
-    p = float(mcnemar_exact(b, c))
+    # task-level with the pairs themselves (epochs of a task are one unit); pair counts otherwise
+    p = float(runs.last_p) if runs is not None and runs.last_p is not None else float(mcnemar_exact(b, c))
     nets = {m: int(_get(rows[m], "net", int(_get(rows[m], "b")) - int(_get(rows[m], "c"))))
             for m in members}
     bad = sorted((m for m in members if nets[m] < 0), key=lambda m: (nets[m], m))
@@ -266,13 +275,13 @@ def score_cluster(cluster_id: int, members: Sequence[str], label: str,
     elif b - c >= 0:
         harmful, why = False, f"not net-harmful as a group (net {b - c:+d} over {n} pairs)"
     elif p > alpha:
-        harmful, why = False, f"net {b - c:+d} over {n} pairs, not significant (McNemar p={p:.3g})"
+        harmful, why = False, f"net {b - c:+d} over {n} pairs, not significant (p={p:.3g})"
     elif net_wo is not None and net_wo >= 0:
         harmful, why = False, (f"net {b - c:+d} (p={p:.3g}) comes from one member, "
                                f"{bad[0] if bad else '?'}; the others have net {net_wo:+d}")
     else:
         harmful, why = True, (f"{len(bad)} of {len(members)} members net-harmful; group net "
-                              f"{b - c:+d} over {n} pairs (McNemar p={p:.3g}); without the worst "
+                              f"{b - c:+d} over {n} pairs (p={p:.3g}); without the worst "
                               f"member still {net_wo:+d}")
     return Cluster(id=cluster_id, skills=members, label=label, net=b - c, share=round(share, 6),
                    harmful=harmful, n_pairs=n, b=b, c=c, p_value=p, n_harmful_members=len(bad),

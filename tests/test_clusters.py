@@ -182,3 +182,22 @@ def test_sample_library_near_duplicates(tmp_path):
     for backend in ("minilm", "tfidf"):
         pairs = find_near_duplicates(lib, embedder=backend, cache_dir=tmp_path)
         assert {(a, b) for a, b, _ in pairs} == expected, backend
+
+
+def test_cluster_test_counts_tasks_not_epochs():
+    """With 3 epochs per task the cluster's p is the task-level sign-flip test, not McNemar on pooled pairs."""
+    import json
+
+    from skillaudit.stats import mcnemar_exact, paired_test
+
+    recs = []
+    for i in range(5):  # 5 tasks harmed in all 3 epochs, 1 rescued in all 3
+        for e in (1, 2, 3):
+            recs += pair(f"t{i}", False, True, retrieved=["round-each-step"], epoch=e)
+    for e in (1, 2, 3):
+        recs += pair("t9", True, False, retrieved=["whole-number-working"], epoch=e)
+    runs = read_text_records("\n".join(json.dumps(r) for r in recs))
+    c = score_cluster(0, ["round-each-step", "whole-number-working"], "", skill_exposure(runs), runs)
+    assert (c.n_pairs, c.b, c.c) == (18, 3, 15)
+    assert c.p_value == pytest.approx(paired_test(runs.unit_ids(), runs.flip))
+    assert c.p_value > 0.2 > mcnemar_exact(3, 15)  # 6 tasks are weak evidence; 18 pairs looked strong

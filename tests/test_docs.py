@@ -68,3 +68,20 @@ def test_formats_md_examples_load():
         assert records and not buf
         runs = read_text_records("".join(json.dumps(r) + "\n" for r in records))
         assert runs.n_pairs >= 1 and runs.n_unpaired == 0
+
+
+def test_docs_state_the_thresholds_the_code_uses():
+    """method.md, clusters.md and attribution.md quote the near-duplicate and cluster thresholds of clusters.py."""
+    from skillaudit.clusters import CLUSTER_DISTANCE, NEAR_DUPLICATE_THRESHOLD
+
+    method = (DOCS / "method.md").read_text(encoding="utf-8")
+    nd, cd = NEAR_DUPLICATE_THRESHOLD, CLUSTER_DISTANCE
+    assert f"≥ {nd['minilm']:.2f} (MiniLM) or {nd['tfidf']:.2f} (tfidf)" in method
+    assert f"cut at {cd['minilm']:.2f}\n  (MiniLM) or {cd['tfidf']:.2f} (tfidf)" in method
+    clusters = (DOCS / "clusters.md").read_text(encoding="utf-8")
+    assert f"({nd['minilm']:.2f} for minilm, {nd['tfidf']:.2f} for tfidf)" in clusters
+    assert f"{cd['minilm']:.2f} for minilm, {cd['tfidf']:.2f} for tfidf" in clusters
+    attribution = (DOCS / "attribution.md").read_text(encoding="utf-8")
+    assert f"thresholds {nd['minilm']:.2f} minilm, {nd['tfidf']:.2f} tfidf" in attribution
+    for text in (method, clusters, attribution):
+        assert "0.50 (tfidf)" not in text and "0.80 (tfidf)" not in text
