@@ -5,7 +5,7 @@
  * that produces every error message. So this file never reports errors; it must only never accept
  * a line that the other paths would read differently. Hence it is a strict, validating JSON parser
  * (RFC 8259: string escapes, control characters, number grammar, nesting) that bails on:
- *   escapes in keys or in the strings it keeps, a repeated known key,
+ *   escapes in keys or in the strings it keeps, a repeated known key, an `arm` that is not null,
  *   non-finite or very long numbers, lone surrogates, deep nesting, blank lines, an object
  *   spread over lines, any value of a known field outside the types the msgspec schema in
  *   runs.py accepts. It checks UTF-8 and control characters (NUL included) itself.
@@ -720,7 +720,7 @@ static int retrievals(Cur *c, Refs *refs, int *nonempty) {
 }
 
 enum { K_TASK = 1, K_COND = 2, K_CORRECT = 4, K_EPOCH = 8, K_MODEL = 16, K_BENCH = 32,
-       K_RETS = 64, K_INV = 128, K_ERROR = 256, K_SHORT = 512, K_ANSWER = 1024 };
+       K_RETS = 64, K_INV = 128, K_ERROR = 256, K_SHORT = 512, K_ANSWER = 1024, K_ARM = 2048 };
 
 typedef struct {
     const char *task, *model, *bench;
@@ -794,6 +794,7 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
         KEY("error", K_ERROR);
         KEY("retrieved", K_SHORT);
         KEY("answer", K_ANSWER);
+        KEY("arm", K_ARM);
 #undef KEY
         if (key & seen) return BAIL;
         seen |= key;
@@ -834,6 +835,10 @@ static int record(Cur *c, Rec *r, Refs *refs, Refs *short_refs) {
             } else if (skip_value(c, 1) < 0) {
                 return BAIL;
             }
+            break;
+        case K_ARM: /* an arm record (counterfactual run): read by the other paths, set aside */
+            if (!(c->p < c->end && *c->p == 'n')) return BAIL;
+            if (skip_value(c, 1) < 0) return BAIL;
             break;
         case K_ERROR:
             r->error = !(c->p < c->end && *c->p == 'n');

@@ -143,6 +143,20 @@ def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, 
     return paired
 
 
+def load_arms_for_cli(runs: tuple[str, ...], paired: Any) -> Any:
+    """The arm records of the run logs (DESIGN §3.1b), joined to `paired`; None when there are none."""
+    if not paired.n_arm_records:
+        return None
+    from .arms import load_arms
+
+    arms = load_arms(runs, paired)
+    if arms is not None and arms.n_unjoined:
+        warn(f"{arms.n_unjoined} arm record(s) without their main pair were left out")
+    if arms is not None and arms.n_error:
+        warn(f"{arms.n_error} arm record(s) with a harness error were left out")
+    return arms
+
+
 def load_library_for_cli(path: str | None) -> Any:
     """Load a skill library leniently, printing its warnings on stderr; None when no path."""
     if path is None:
@@ -180,15 +194,18 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
 
     lib = load_library_for_cli(skills_path)
     paired = load_runs_for_cli(runs, strict, lib, jobs)
-    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p)
+    arms = load_arms_for_cli(runs, paired)
+    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
         emit_json(doc)
     else:
-        from .render import metrics_table  # rich: only for the table
+        from .render import arms_table, metrics_table  # rich: only for the table
 
         metrics_table(result)
+        if arms is not None:
+            arms_table(result)
 
 
 # ---------------------------------------------------------------- validate

@@ -6,7 +6,7 @@ rate), so one function computes them for the observed data and for every bootstr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -92,6 +92,11 @@ class GroupMetrics:
     p_cond_test: str = "exact McNemar"
     n_cond_tasks: int = 0
     skip_minus_rae_ci: list[float] | None = None  # delta_skip - RAE (task-level bootstrap)
+    # counterfactual arms (skillaudit.arms), where the runs have them
+    arms: dict[str, Any] = field(default_factory=dict)
+    aa_flip_rate: float | None = None
+    aa_pairs: int = 0
+    injection_text: str | None = None
 
     @property
     def selection_warning(self) -> str | None:
@@ -154,8 +159,10 @@ def group_metrics(
     seed: int = 0,
     level: float = 0.95,
     mid_p: bool = False,
+    arms: Any = None,
 ) -> GroupMetrics:
-    """Metrics of the pairs in `runs` (already narrowed to one group)."""
+    """Metrics of the pairs in `runs` (already narrowed to one group); `arms` its arm records
+    (`ArmRecords.restricted` to these pairs), when there are some."""
     cols = _columns(runs)
     tot = cols.sum(axis=0)
     one, r, yp, yn = (int(v) for v in tot[:4])
@@ -188,6 +195,13 @@ def group_metrics(
         "adherence_known": adh_known,
         "effective": b_r,
     }
+    arm_fields: dict[str, Any] = {}
+    if arms is not None and arms.n:
+        from .arms import arm_effects, injection_verdict
+
+        effects, aa_rate, aa_n = arm_effects(runs, arms, n_boot=n_boot, seed=seed, level=level, mid_p=mid_p)
+        arm_fields = {"arms": {k: v.to_dict() for k, v in effects.items()}, "aa_flip_rate": aa_rate,
+                      "aa_pairs": aa_n, "injection_text": injection_verdict(effects)}
     return GroupMetrics(
         model=model,
         benchmark=benchmark,
@@ -225,6 +239,7 @@ def group_metrics(
         p_cond=float(p_cond),
         p_cond_test=p_test,
         n_cond_tasks=n_cond_tasks,
+        **arm_fields,
     )
 
 
@@ -236,17 +251,25 @@ def compute_metrics(
     seed: int = 0,
     level: float = 0.95,
     mid_p: bool = False,
+    arms: Any = None,
 ) -> MetricsResult:
-    """One group per (model, benchmark) present, then one pooled group per model (`'*'`)."""
+    """One group per (model, benchmark) present, then one pooled group per model (`'*'`).
+
+    `arms`: the runs' arm records (`skillaudit.arms.load_arms`); each group then also reports the
+    arms' content and context effects and the A/A flip rate."""
     kw = {"min_cond": min_cond, "n_boot": n_boot, "seed": seed, "level": level, "mid_p": mid_p}
     groups: list[GroupMetrics] = []
+
+    def cell(mask: np.ndarray, model_name: str, bench: str) -> GroupMetrics:
+        sub_arms = arms.restricted(np.flatnonzero(mask)) if arms is not None else None
+        return group_metrics(runs.subset(mask), model_name, bench, arms=sub_arms, **kw)
+
     for mi in np.unique(runs.model):
         in_model = runs.model == mi
         model_name = runs.models[mi]
         for bi in np.unique(runs.benchmark[in_model]):
-            sub = runs.subset(in_model & (runs.benchmark == bi))
-            groups.append(group_metrics(sub, model_name, runs.benchmarks[bi], **kw))
-        groups.append(group_metrics(runs.subset(in_model), model_name, "*", **kw))
+            groups.append(cell(in_model & (runs.benchmark == bi), model_name, runs.benchmarks[bi]))
+        groups.append(cell(in_model, model_name, "*"))
     return MetricsResult(
         groups=tuple(groups),
         settings={"min_cond": min_cond, "bootstrap": n_boot, "seed": seed, "level": level,

@@ -89,6 +89,33 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
         out.print(n)
 
 
+def arms_table(result: MetricsResult, out: Console | None = None) -> None:
+    """Counterfactual arms per group: content and context effects, the A/A flip rate."""
+    out = out or console()
+    t = Table(title="Counterfactual arms (percentage points; 95% CI from a task-level bootstrap)")
+    for col, just in [("model", "left"), ("benchmark", "left"), ("arm", "left"), ("tasks (runs)", "right"),
+                      ("acc", "right"), ("content", "right"), ("content CI", "right"), ("p", "right"),
+                      ("context", "right"), ("context CI", "right")]:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    notes = []
+    for g in result.groups:
+        for name, a in g.arms.items():
+            t.add_row(g.model, g.benchmark, name, _tp(a["n_tasks"], a["n"]), pp(a["accuracy"], False),
+                      pp(a["content_effect"]), pp_ci(a["content_ci"]), pval(a["p"]),
+                      pp(a["context_effect"]), pp_ci(a["context_ci"]))
+        if g.aa_flip_rate is not None and g.n_pairs:
+            notes.append(f"{g.model} / {g.benchmark}: A/A flip rate {pp(g.aa_flip_rate, False)}% of "
+                         f"{g.aa_pairs} pairs with no change at all, vs (b + c) / n = "
+                         f"{pp((g.b + g.c) / g.n_pairs, False)}% between the conditions.")
+        if g.injection_text and g.benchmark == "*":
+            notes.append(f"{g.model}: {g.injection_text}.")
+    out.print(t)
+    out.print("content = enabled - arm on the tasks that retrieved skills (same decision to search, other "
+              "content); context = arm - disabled; replicate: context = the A/A difference.")
+    for n in notes:
+        out.print(n)
+
+
 def kv(out: Console, rows: list[tuple[str, Any]]) -> None:
     for k, v in rows:
         out.print(f"{k}: {v}")

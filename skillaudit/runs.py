@@ -70,6 +70,7 @@ class PairedRuns:
     unpaired_examples: tuple[str, ...] = ()
     n_error_pairs: int = 0
     sources: tuple[str, ...] = field(default=())
+    n_arm_records: int = 0  # counterfactual arm records set aside (read them with skillaudit.arms)
 
     @property
     def n_pairs(self) -> int:
@@ -119,7 +120,7 @@ class PairedRuns:
             invoked=self.invoked[idx], adhered=self.adhered[idx],
             retrieval=hits, retrieval_scores=self.retrieval_scores[pos],
             n_unpaired=self.n_unpaired, unpaired_examples=self.unpaired_examples,
-            n_error_pairs=self.n_error_pairs, sources=self.sources,
+            n_error_pairs=self.n_error_pairs, sources=self.sources, n_arm_records=self.n_arm_records,
         )
 
     def select(self, model: str | None = None, benchmark: str | None = None) -> PairedRuns:
@@ -286,6 +287,7 @@ if msgspec is not None:
         retrieved: list[str] | None = None
         invoked: bool | Literal[0, 1] | None = None
         error: Any = None
+        arm: str | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.arms
 
     class _Rec(_RecCore, gc=False):
         answer: Any = None
@@ -303,6 +305,7 @@ class _Checked:
 
     __slots__ = (
         "answer",
+        "arm",
         "benchmark",
         "condition",
         "correct",
@@ -350,7 +353,11 @@ def _check_line(line: bytes, where: str) -> _Checked:
         bench = rec.get("benchmark", "default")
         if not isinstance(model, str) or not isinstance(bench, str):
             raise ValueError("'model' and 'benchmark' must be strings")
-        if cond == ENABLED:
+        arm = rec.get("arm")
+        if arm is not None and (not isinstance(arm, str) or not arm):
+            raise ValueError(f"'arm' must be a non-empty string, got {_describe(arm)}")
+        out.arm = arm
+        if cond == ENABLED and arm is None:
             inv, got = _retrieved_ids(rec, where)
             out.inv, out.got = inv, dict(got)
         out.error = rec.get("error")
@@ -371,6 +378,7 @@ class _State:
         self.chunks: dict[str, list[np.ndarray]] = {k: [] for k in _REC_DTYPES}
         self.ret: dict[str, list[np.ndarray]] = {k: [] for k in _RET_DTYPES}
         self.n = 0  # records so far
+        self.n_arm = 0  # arm records set aside (DESIGN §3.1b)
         self.names: dict[int, str] = {}
         self.tables = _scan.tables() if _scan is not None else None  # the C scanner's id caches
 
@@ -393,6 +401,11 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int | list[int], file_ix:
     retrieved-skill sets are flattened and deduplicated with numpy. `lineno` is the first line
     of a block with one record per line, or the line of each record.
     """
+    if any(r.arm is not None for r in recs):  # arm records are not part of the main pairs
+        lines = list(range(lineno, lineno + len(recs))) if isinstance(lineno, int) else lineno
+        kept = [k for k, r in enumerate(recs) if r.arm is None]
+        st.n_arm += len(recs) - len(kept)
+        recs, lineno = [recs[k] for k in kept], [lines[k] for k in kept]
     n = len(recs)
     if not n:
         return
@@ -736,7 +749,7 @@ def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {k: list(v) for k, v in st.chunks.items()}
     out.update({f"r_{k}": list(v) for k, v in st.ret.items()})
     out.update(models=st.models.vocab(), benchmarks=st.benches.vocab(), tasks=st.tasks.vocab(),
-               skills=st.skills.vocab(), names=dict(st.names), error=error, n=st.n)
+               skills=st.skills.vocab(), names=dict(st.names), error=error, n=st.n, n_arm=st.n_arm)
     return out
 
 
@@ -766,6 +779,7 @@ def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
         merged = {k: joined(p[k], dt) for k, dt in _REC_DTYPES.items()}
         merged.update({f"r_{k}": joined(p[f"r_{k}"], dt) for k, dt in _RET_DTYPES.items()})
         merged.update({k: p[k] for k in ("models", "benchmarks", "tasks", "skills", "names", "error")})
+        merged["n_arm"] = p.get("n_arm", 0)
         return merged
     vocabs = {k: _Interner() for k in ("models", "benchmarks", "tasks", "skills")}
     out: dict[str, list[np.ndarray]] = {k: [] for k in (*_REC_DTYPES, *(f"r_{k}" for k in _RET_DTYPES))}
@@ -789,7 +803,7 @@ def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {k: joined(out[k], _REC_DTYPES[k]) for k in _REC_DTYPES}
     merged.update({f"r_{k}": joined(out[f"r_{k}"], dt) for k, dt in _RET_DTYPES.items()})
     merged.update({k: v.vocab() for k, v in vocabs.items()})
-    merged.update(names=names, error=None)
+    merged.update(names=names, error=None, n_arm=sum(p.get("n_arm", 0) for p in parts))
     return merged
 
 
@@ -888,7 +902,7 @@ def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "m": r["m"][first], "b": r["b"][first], "t": r["t"][first], "e": r["e"][first],
         "seen": seen, "y_pos": y_pos, "y_neg": y_neg, "invoked": invoked, "adh": adh,
         "src": src, "line": line, "rows": slot[r["r_rec"]].astype(np.int32), "cols": r["r_col"],
-        "rk": r["r_rk"], "sc": r["r_sc"], "names": r["names"],
+        "rk": r["r_rk"], "sc": r["r_sc"], "names": r["names"], "n_arm": r.get("n_arm", 0),
     }
 
 
@@ -937,6 +951,7 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
         retrieval=hits, retrieval_scores=p["sc"][order],
         n_unpaired=int(unpaired.size), unpaired_examples=tuple(examples),
         n_error_pairs=int((both & errored).sum()), sources=tuple(names[i] for i in sorted(names)),
+        n_arm_records=int(p.get("n_arm", 0)),
     )
 
 

@@ -1,0 +1,165 @@
+"""Counterfactual arms: reading and joining arm records, content/context effects, the A/A flip
+rate, and per-skill causal effects from mask re-runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from skillaudit.arms import causal_effects, load_arms
+from skillaudit.attribution import attribute
+from skillaudit.cli import cli
+from skillaudit.errors import InputError, RunLogError
+from skillaudit.metrics import compute_metrics
+from skillaudit.runs import load_runs
+
+
+def _main(task, y_pos, y_neg, skills, epoch=1, model="m"):
+    common = {"task_id": task, "epoch": epoch, "model": model, "benchmark": "b"}
+    en = {**common, "condition": "enabled", "correct": bool(y_pos)}
+    if skills is not None:
+        en["retrievals"] = [{"query": "q", "skills": [{"id": s} for s in skills], "error": None}]
+    return [en, {**common, "condition": "disabled", "correct": bool(y_neg)}]
+
+
+def _arm(task, arm, correct, *, shown=(), kept=None, withheld=None, seed=None, epoch=1, model="m", **extra):
+    rec = {"task_id": task, "epoch": epoch, "model": model, "benchmark": "b", "arm": arm,
+           "condition": "disabled" if arm == "replicate" else "enabled", "correct": bool(correct),
+           "retrievals": [{"query": "q", "skills": [{"id": s} for s in shown], "error": None}],
+           "meta": {}, **extra}
+    if arm == "mask":
+        rec["meta"] = {"kept": list(kept), "withheld": list(withheld), "mask_seed": seed}
+        rec["retrievals"][0]["skills"] = [{"id": s} for s in kept]
+    return rec
+
+
+def _write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return str(path)
+
+
+def _injection_world(seed=0, n=120):
+    """Skills hurt only by being injected: the random arm does as badly as the real skills."""
+    rng = np.random.default_rng(seed)
+    main, arms = [], []
+    for t in range(n):
+        y_neg = rng.random() < 0.6
+        y_pos = y_neg and rng.random() > 0.5
+        main += _main(f"t{t}", y_pos, y_neg, ["a", "b"])
+        y_rand = y_neg and rng.random() > 0.5
+        arms.append(_arm(f"t{t}", "random", y_rand, shown=["x", "y"]))
+        arms.append(_arm(f"t{t}", "replicate", y_neg if rng.random() < 0.9 else not y_neg))
+    return main, arms
+
+
+def test_arm_records_are_set_aside_and_joined_to_their_pairs(tmp_path):
+    """Main pairs and metrics are the same with or without arm records; arms join their pair by key."""
+    main, arms = _injection_world()
+    plain = load_runs([_write(tmp_path / "main.jsonl", main)])
+    both = load_runs([_write(tmp_path / "all.jsonl", main + arms)])
+    assert both.n_pairs == plain.n_pairs and both.n_arm_records == len(arms) and both.n_unpaired == 0
+    assert both.skills == plain.skills  # arm records' skills are not the main retrievals
+    a = compute_metrics(plain, n_boot=200).groups[0].to_dict()
+    b = compute_metrics(both, n_boot=200).groups[0].to_dict()
+    assert {k: v for k, v in b.items() if k in a} == a
+    recs = load_arms([str(tmp_path / "all.jsonl")], both)
+    assert recs.names == ("random", "replicate") and recs.n == len(arms) and (recs.pair >= 0).all()
+    assert recs.pair[0] == 0 and recs.correct[0] == arms[0]["correct"]
+
+
+def test_arm_file_errors_name_the_line(tmp_path):
+    """A bad arm record or a repeated arm key is one error naming file:line."""
+    main = _main("t1", True, False, ["a"])
+    bad = _write(tmp_path / "bad.jsonl", [*main, _arm("t1", "mask", True, kept=["a"], withheld=[], seed="x")])
+    with pytest.raises(RunLogError, match=r"bad\.jsonl:3: 'meta\.mask_seed' must be an integer"):
+        load_arms([bad], load_runs([bad]))
+    dup = _write(tmp_path / "dup.jsonl", [*main, _arm("t1", "random", True), _arm("t1", "random", False)])
+    with pytest.raises(RunLogError, match=r"dup\.jsonl:4: duplicate arm record m/b/t1 epoch 1 arm random \(first at .*dup\.jsonl:3\)"):
+        load_arms([dup], load_runs([dup]))
+    res = CliRunner().invoke(cli, ["metrics", dup])
+    assert res.exit_code == 2 and "dup.jsonl:4: duplicate arm record" in res.output
+    empty_arm = _write(tmp_path / "e.jsonl", [*main, {**_arm("t1", "random", True), "arm": 3}])
+    res = CliRunner().invoke(cli, ["metrics", empty_arm])
+    assert res.exit_code == 2 and "e.jsonl:3: 'arm' must be a non-empty string" in res.output
+    with pytest.raises(InputError, match="standard input"):
+        load_arms(["-"], load_runs([_write(tmp_path / "ok.jsonl", [*main, _arm("t1", "random", True)])]))
+
+
+def test_content_context_and_aa_flip_rate_by_hand(tmp_path):
+    """Content = mean(y+ - y_arm) on S_call, context = mean(y_arm - y-), A/A = share of replicate flips."""
+    recs = [*_main("t1", True, False, ["a"]), *_main("t2", False, True, ["a"]), *_main("t3", True, True, None),
+            _arm("t1", "random", False), _arm("t2", "random", False), _arm("t3", "random", True),
+            _arm("t1", "replicate", True), _arm("t2", "replicate", True), _arm("t3", "replicate", True)]
+    path = _write(tmp_path / "r.jsonl", recs)
+    runs = load_runs([path])
+    g = compute_metrics(runs, n_boot=0, arms=load_arms([path], runs)).groups[0]
+    r = g.arms["random"]
+    assert r["n"] == 2  # t3 skipped retrieval: not in S_call
+    assert r["content_effect"] == pytest.approx(((1 - 0) + (0 - 0)) / 2)
+    assert r["context_effect"] == pytest.approx(((0 - 0) + (0 - 1)) / 2)
+    assert g.aa_flip_rate == pytest.approx(1 / 3) and g.aa_pairs == 3  # only t1's replicate differs
+    assert g.arms["replicate"]["context_effect"] == pytest.approx((1 + 0 + 0) / 3)
+
+
+def test_injection_hurts_not_these_skills(tmp_path):
+    """When random skills do as badly as the retrieved ones, the verdict is 'injection hurts, not these skills'."""
+    main, arms = _injection_world(n=200)
+    path = _write(tmp_path / "r.jsonl", main + arms)
+    res = CliRunner().invoke(cli, ["metrics", path, "--json", "--bootstrap", "2000"])
+    assert res.exit_code == 0, res.output
+    g = json.loads(res.stdout)["groups"][-1]
+    rnd = g["arms"]["random"]
+    assert rnd["content_ci"][0] <= 0 <= rnd["content_ci"][1] and rnd["context_ci"][1] < 0
+    assert g["injection_text"].startswith("injection hurts, not these skills (random arm: content effect")
+    assert 0 < g["aa_flip_rate"] < 0.2
+    table = CliRunner().invoke(cli, ["metrics", path, "--bootstrap", "500"]).stdout
+    assert "Counterfactual arms" in table and "A/A flip rate" in table
+
+
+def _mask_world(seed=0, n=150, masks=4):
+    """H and N are always retrieved together (aliases for the regression); withholding H helps."""
+    rng = np.random.default_rng(seed)
+    main, arms = [], []
+    for t in range(n):
+        p_pass = rng.uniform(0.3, 0.95)
+
+        def outcome(h_kept: bool) -> bool:
+            return rng.random() < (p_pass * (0.35 if h_kept else 1.0))
+
+        y_neg = rng.random() < p_pass
+        main += _main(f"t{t}", outcome(True), y_neg, ["H", "N"])
+        for m in range(masks):
+            keep = [s for s in ("H", "N") if rng.random() < 0.5]
+            arms.append(_arm(f"t{t}", "mask", outcome("H" in keep), kept=keep,
+                             withheld=[s for s in ("H", "N") if s not in keep], seed=m))
+    return main, arms
+
+
+def test_masks_separate_skills_the_regression_cannot(tmp_path):
+    """H and N are never retrieved apart: the regression reports aliases, the mask surrogate blames H and clears N."""
+    main, arms = _mask_world()
+    path = _write(tmp_path / "m.jsonl", main + arms)
+    runs = load_runs([path])
+    res = attribute(runs, n_boot=300)
+    assert res.get("H").identifiable is False and res.get("N").identifiable is False
+    ce = causal_effects(runs, load_arms([path], runs), n_boot=500)
+    h, n = ce.get("H"), ce.get("N")
+    assert h["causal_ci"][1] < 0 and h["causal_q"] <= 0.05
+    assert n["causal_ci"][0] <= 0 <= n["causal_ci"][1]
+    assert ce.n_runs == 600 and ce.n_tasks == 150
+    assert ce.validation is not None and ce.validation > 0.2
+
+
+def test_causal_validation_is_spearman(tmp_path):
+    """The validation figure is Spearman's rank correlation (scipy) of held-out predictions and outcomes."""
+    from scipy.stats import spearmanr
+
+    from skillaudit.arms import _spearman
+
+    rng = np.random.default_rng(3)
+    a, b = rng.random(50), (rng.random(50) < 0.5).astype(float)
+    assert _spearman(a, b) == pytest.approx(spearmanr(a, b).statistic)
+    assert _spearman(np.ones(5), b[:5]) is None
