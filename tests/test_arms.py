@@ -126,7 +126,7 @@ def _mask_world(seed=0, n=150, masks=4):
     for t in range(n):
         p_pass = rng.uniform(0.3, 0.95)
 
-        def outcome(h_kept: bool) -> bool:
+        def outcome(h_kept: bool, p_pass: float = p_pass) -> bool:
             return rng.random() < (p_pass * (0.35 if h_kept else 1.0))
 
         y_neg = rng.random() < p_pass
