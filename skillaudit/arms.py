@@ -351,6 +351,8 @@ class CausalEffects:
     p: np.ndarray
     q: np.ndarray
     n_withheld: np.ndarray  # re-runs with the skill withheld
+    relative: np.ndarray  # effect minus the mean of the others' (weighted by re-runs withheld)
+    relative_ci: np.ndarray
     n_runs: int
     n_tasks: int
     validation: float | None
@@ -364,7 +366,9 @@ class CausalEffects:
             return None
         return {"causal_effect": float(self.effect[i]), "causal_ci": [float(x) for x in self.ci[i]],
                 "causal_p": float(self.p[i]), "causal_q": float(self.q[i]),
-                "causal_n_withheld": int(self.n_withheld[i])}
+                "causal_n_withheld": int(self.n_withheld[i]),
+                "causal_relative": float(self.relative[i]),
+                "causal_relative_ci": [float(x) for x in self.relative_ci[i]]}
 
     def to_dict(self) -> dict[str, Any]:
         rows = [{"skill_id": s, **(self.get(s) or {})} for s in self.skills if self.get(s)]
@@ -468,10 +472,22 @@ def causal_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, se
     validation = _spearman(np.array(pred), np.array(obs)) if len(pred) >= 5 else None
     all_ids = tuple(ids)
     col = {s: i for i, s in enumerate(arms.skills)}
-    n_withheld = np.array([int((arms.withheld.take_rows(arms.of("mask")).toarray()[:, col[s]] > 0).sum())
-                           for s in all_ids])
+    withheld_all = arms.withheld.take_rows(arms.of("mask")).toarray() > 0
+    n_withheld = np.array([int(withheld_all[:, col[s]].sum()) for s in all_ids])
+    # relative to the other entries: each effect minus the mean of the others', weighted by how
+    # often they were withheld (c_k (b_k - mean), as for the regression's relative effects)
+    wts = n_withheld.astype(np.float64)
+    big_w = max(float(wts.sum()), 1e-12)
+    c = big_w / np.maximum(big_w - wts, 1e-12)
+    relative = c * (beta - float(wts @ beta) / big_w)
+    if boots.shape[0]:
+        rel_b = c[None, :] * (boots - (boots @ wts / big_w)[:, None])
+        relative_ci = np.quantile(rel_b, [lo, hi], axis=0).T
+    else:
+        relative_ci = np.full((len(ids), 2), np.nan)
     return CausalEffects(skills=all_ids, effect=beta, ci=ci, p=p, q=bh_qvalues(p), n_withheld=n_withheld,
-                         n_runs=int(n_mask), n_tasks=n_units, validation=validation, n_validation=len(pred))
+                         relative=relative, relative_ci=relative_ci, n_runs=int(n_mask), n_tasks=n_units,
+                         validation=validation, n_validation=len(pred))
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:

@@ -93,6 +93,13 @@ class SkillAttribution:
     relative_q: float | None = None  # BH over the identifiable skills
     n_tasks: int = 0  # distinct tasks among the n_retrieved pairs (the unit of p_value)
     model: str | None = None  # the model these runs are of ('*' when models were pooled)
+    # from re-runs with random subsets of the retrieved skills withheld (mask arms), where they exist
+    causal_effect: float | None = None
+    causal_ci: tuple[float, float] | None = None
+    causal_q: float | None = None
+    causal_relative: float | None = None
+    causal_relative_ci: tuple[float, float] | None = None
+    causal_n_withheld: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +117,11 @@ class SkillAttribution:
             "relative_effect": self.relative_effect,
             "relative_ci": list(self.relative_ci) if self.relative_ci else None,
             "relative_p": self.relative_p, "relative_q": self.relative_q,
+            "causal_effect": self.causal_effect,
+            "causal_ci": list(self.causal_ci) if self.causal_ci else None,
+            "causal_q": self.causal_q, "causal_relative": self.causal_relative,
+            "causal_relative_ci": list(self.causal_relative_ci) if self.causal_relative_ci else None,
+            "causal_n_withheld": self.causal_n_withheld,
         }
 
 
@@ -127,6 +139,7 @@ class AttributionResult:
     # covariance, for intervals of contrasts between skills (merge directions)
     effect_samples: np.ndarray | None = field(default=None, repr=False, compare=False)
     effect_cov: Any = field(default=None, repr=False, compare=False)
+    causal: dict[str, Any] | None = None  # the mask surrogate's summary (runs, tasks, validation)
 
     @property
     def model(self) -> str | None:
@@ -181,6 +194,7 @@ class AttributionResult:
             "skills": [s.to_dict() for s in self.skills],
             "totals": dict(self.totals),
             "library": [self.library.to_dict()] if self.library is not None else [],
+            "causal": self.causal,
         }
 
 
@@ -284,6 +298,7 @@ def attribute(
     mid_p: bool = False,
     n_perm: int = N_PERMUTATIONS,
     min_cond: int = 10,
+    arms: Any = None,
 ) -> AttributionResult:
     """Per-skill exposure counts, additive shares, exclusive counts and (optionally) regression.
 
@@ -381,6 +396,23 @@ def attribute(
             "relative_effect": _nums(rel.effect), "relative_ci": _pairs(rel.ci),
             "relative_p": _nums(rel.p), "relative_q": _nums(rel.q),
         }
+    causal = None
+    if arms is not None and arms.n:  # per-skill causal effects from mask re-runs
+        from .arms import causal_effects
+
+        ce = causal_effects(runs, arms, n_boot=max(n_boot, 0), seed=seed, level=level, alpha=alpha)
+        if ce is not None:
+            got = [ce.get(sid) or {} for sid in ids]
+            columns |= {
+                "causal_effect": [g.get("causal_effect") for g in got],
+                "causal_ci": [tuple(g["causal_ci"]) if g.get("causal_ci") else None for g in got],
+                "causal_q": [g.get("causal_q") for g in got],
+                "causal_relative": [g.get("causal_relative") for g in got],
+                "causal_relative_ci": [tuple(g["causal_relative_ci"]) if g.get("causal_relative_ci")
+                                       else None for g in got],
+                "causal_n_withheld": [int(g.get("causal_n_withheld", 0)) for g in got],
+            }
+            causal = {k: v for k, v in ce.to_dict().items() if k != "skills"}
     rows_out = _dataclass_rows(SkillAttribution, columns)
     rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
     settings = {
@@ -408,7 +440,7 @@ def attribute(
         cov = (reg.group_cov_, reg.col_group_)
     return AttributionResult(skills=tuple(rows_out), totals=totals, settings=settings,
                              skill_ids=ids, co_retrieval=co, library=lib_effect,
-                             effect_samples=samples, effect_cov=cov)
+                             effect_samples=samples, effect_cov=cov, causal=causal)
 
 
 @dataclass(frozen=True)
@@ -504,6 +536,7 @@ def attribute_models(
     mid_p: bool = False,
     n_perm: int = N_PERMUTATIONS,
     min_cond: int = 10,
+    arms: Any = None,
 ) -> ModelAttributions:
     """`attribute` per model (a skill can help one model and hurt another), or pooled over the
     models with model as a stratum (tasks resampled and permuted within their model) when asked."""
@@ -515,7 +548,10 @@ def attribute_models(
     effects: list[LibraryEffect] = []
     for m in groups:
         sub = runs if m is None else runs.select(model=m)
-        res = attribute(sub, library, **kw)
+        sub_arms = None
+        if arms is not None:
+            sub_arms = arms if m is None else arms.restricted(np.flatnonzero(runs.model == runs.models.index(m)))
+        res = attribute(sub, library, arms=sub_arms, **kw)
         results.append(res)
         if res.library is not None:
             effects.append(res.library)
