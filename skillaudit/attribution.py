@@ -30,7 +30,7 @@ import numpy as np
 
 from ._csr import Csr
 from .errors import InputError
-from .library_effect import N_PERMUTATIONS, LibraryEffect, library_effect
+from .library_effect import N_PERMUTATIONS, LibraryEffect, library_effect, with_measured_differences
 from .regression import SkillEffectRegression
 from .runs import PairedRuns
 from .stats import bh_qvalues, mcnemar_exact, mcnemar_midp, sign_flip_pvalue
@@ -413,6 +413,11 @@ def attribute(
                 "causal_n_withheld": [int(g.get("causal_n_withheld", 0)) for g in got],
             }
             causal = {k: v for k, v in ce.to_dict().items() if k != "skills"}
+            if lib_effect is not None:
+                rows_c = [g for g in ce.to_dict()["skills"] if g["causal_q"] <= 0.10]
+                differing = ([g["skill_id"] for g in rows_c if g["causal_relative_ci"][1] < 0]
+                             or [g["skill_id"] for g in rows_c if g["causal_relative_ci"][0] > 0])
+                lib_effect = with_measured_differences(lib_effect, differing, ce.n_runs)
     rows_out = _dataclass_rows(SkillAttribution, columns)
     rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
     settings = {
@@ -497,7 +502,7 @@ class ModelAttributions:
             "skills": [s.to_dict() for s in self.skills],
             "totals": self.totals,
             "models": [{"model": res.model, "totals": dict(res.totals),
-                        "settings": res.settings} for res in self.results],
+                        "settings": res.settings, "causal": res.causal} for res in self.results],
             "library": [e.to_dict() for e in self.library],
         }
 

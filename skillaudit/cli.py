@@ -143,14 +143,16 @@ def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, 
     return paired
 
 
-def load_arms_for_cli(runs: tuple[str, ...], paired: Any) -> Any:
-    """The arm records of the run logs (DESIGN §3.1b), joined to `paired`; None when there are none."""
+def load_arms_for_cli(runs: tuple[str, ...], paired: Any, filtered: bool = False) -> Any:
+    """The arm records of the run logs (DESIGN §3.1b), joined to `paired`; None when there are none.
+
+    `filtered`: `paired` is a --model/--benchmark selection, so arms of other pairs are expected."""
     if not paired.n_arm_records:
         return None
     from .arms import load_arms
 
     arms = load_arms(runs, paired)
-    if arms is not None and arms.n_unjoined:
+    if arms is not None and arms.n_unjoined and not filtered:
         warn(f"{arms.n_unjoined} arm record(s) without their main pair were left out")
     if arms is not None and arms.n_error:
         warn(f"{arms.n_error} arm record(s) with a harness error were left out")
@@ -580,8 +582,9 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False).select(model, benchmark)
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
+    arms = load_arms_for_cli(runs, paired, filtered=model is not None or benchmark is not None)
     return lib, paired, attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
-                                         n_boot=n_boot, seed=seed, mid_p=mid_p)
+                                         n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
 
 
 @cli.command()
@@ -795,11 +798,13 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
     paired = load_runs_for_cli(runs, strict, lib, jobs)
+    arms = load_arms_for_cli(runs, paired)
     result = build_audit(
         runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
         min_cond=min_cond,
         attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=paired,
+        arms=arms,
     )
     used = result.inputs["settings"].get("embedder_used")
     if used and used != embedder:
@@ -822,6 +827,11 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
             click.echo(f"  Library-wide or specific{who}: {v['library_text']}.")
         if v["sign_text"]:
             click.echo(f"  ⚠ sign disagreement ({v['model']}): {v['sign_text']}")
+        if v.get("injection_text"):
+            click.echo(f"  Control arms ({v['model']}): {v['injection_text']}.")
+        if v.get("aa_flip_rate") is not None:
+            click.echo(f"  A/A ({v['model']}): {v['aa_flip_rate'] * 100:.1f}% of pairs flip with no change at "
+                       f"all, vs {v['flip_rate'] * 100:.1f}% between the conditions.")
         if v.get("selection_text"):
             click.echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
     if h.get("action"):

@@ -266,6 +266,10 @@ def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, 
         return f"no library verdict without resamples (--bootstrap 0); {counts}"
     ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
     mean_txt = f"{_pp(mean)} per injected skill{ci_txt}"
+    if verdict == "none" and direction is not None and het_p is None:
+        what = "harm" if direction == "harm" else "benefit"
+        return (f"The library's {what} ({mean_txt}; {counts}) cannot be placed: fewer than two skill "
+                "columns were retrieved often enough to compare, so whether it is library-wide is untested")
     if verdict == "library-wide":
         what = "Harm" if direction == "harm" else "Benefit"
         text = (f"{what} is library-wide ({mean_txt}; skills do not differ, heterogeneity "
@@ -370,7 +374,7 @@ def library_effect(
         verdict = "none"
     elif het_p is not None and het_p <= alpha:
         verdict = "skill-specific"
-    elif direction is not None:
+    elif direction is not None and het_p is not None:
         verdict = "library-wide"
     else:
         verdict = "none"
@@ -387,6 +391,20 @@ def library_effect(
         depth_slope_ci=slope_ci, recommendation=rec, reportable=reportable, text=text,
     )
     return eff, rel
+
+
+def with_measured_differences(effect: LibraryEffect, differing: Sequence[str], n_runs: int) -> LibraryEffect:
+    """The verdict once re-runs with skills withheld (mask arms) show entries that differ from the
+    others: skill-specific, measured, whatever the co-retrieval test said."""
+    from dataclasses import replace
+
+    if not differing or effect.verdict == "skill-specific":
+        return effect
+    names = ", ".join(differing[:3]) + ("…" if len(differing) > 3 else "")
+    text = (f"Skills differ, measured by {n_runs:,} re-runs with retrieved skills withheld ({names} "
+            f"{'differs' if len(differing) == 1 else 'differ'} from the other entries); the library "
+            f"average is {_pp(effect.mean_effect)} per injected skill")
+    return replace(effect, verdict="skill-specific", recommendation=None, text=text)
 
 
 def library_rows(effects: Sequence[LibraryEffect]) -> list[dict[str, Any]]:

@@ -323,7 +323,15 @@ def _recommend_one(
     tot = attribution.totals
     psi_all = (tot["cond_b"] + tot["cond_c"]) / max(tot["n_cond"], 1)
 
+    def measured(a: SkillAttribution) -> bool:
+        """Re-runs with the skill withheld (mask arms) exist: they decide, not co-retrieval."""
+        return a.causal_effect is not None and a.causal_ci is not None and \
+            a.causal_n_withheld >= rules.min_discordant
+
     def is_harmful(a: SkillAttribution) -> bool:
+        if measured(a):  # withholding it helps, and more than withholding a typical entry
+            return bool(a.causal_ci[1] < 0 and a.causal_q is not None and a.causal_q <= rules.q_max
+                        and a.causal_relative_ci is not None and a.causal_relative_ci[1] < 0)
         return bool(
             has_intervals and differ and a.identifiable is True and a.relative_q is not None
             and a.relative_q <= rules.q_max and a.relative_ci is not None and a.relative_ci[1] < 0
@@ -411,6 +419,16 @@ def _recommend_one(
         coef_txt = f"its effect {_fmt_pp(a.coef)}{_fmt_ci(a.coef_ci)}" if a.coef is not None else ""
         rel_txt = (f"{_fmt_pp(a.relative_effect)}{_fmt_ci(a.relative_ci)} vs the library average "
                    f"(q {_fmt_q(a.relative_q)})") if a.relative_effect is not None else ""
+        if measured(a):
+            ev["causal_effect"] = a.causal_effect
+            ev["causal_ci"] = list(a.causal_ci)
+            ev["causal_q"] = a.causal_q
+            ev["causal_relative_ci"] = list(a.causal_relative_ci) if a.causal_relative_ci else None
+            ev["basis"] = f"from {a.causal_n_withheld} re-runs with the skill withheld (mask arms): measured"
+            causal_txt = (f"from {a.causal_n_withheld} re-runs with the skill withheld, keeping it changes "
+                          f"the pass rate by {_fmt_pp(a.causal_effect)}{_fmt_ci(a.causal_ci)} (q "
+                          f"{_fmt_q(a.causal_q)}; {_fmt_pp(a.causal_relative)}{_fmt_ci(a.causal_relative_ci)} "
+                          f"vs the other entries)")
 
         if a.n_retrieved == 0:
             action, reason = "unused", "never retrieved by any task in these runs"
@@ -432,6 +450,9 @@ def _recommend_one(
                 action = "prune"
                 reason = (f"associated with more harm than the average entry and rarely with a rescue: "
                           f"{rel_txt}; {coef_txt}; {counts}")
+            if measured(a):  # the counterfactual runs back it: say "causes"
+                reason = (f"causes more harm than the average entry: {causal_txt}"
+                          + ("; rewrite it" if action == "rewrite" else "") + f"; {counts}")
         elif is_mixed(sid):
             action = "rewrite"
             _, b_j, c_j = mixed_counts[sid]
@@ -513,6 +534,8 @@ def _recommend_one(
             else:
                 action = "keep"
                 reason = blame or f"no reliable effect: {counts}" + (f"; {coef_txt}" if coef_txt else "")
+        if measured(a) and action not in ("prune", "rewrite", "unused"):
+            reason = f"re-runs do not show it worse than the other entries ({causal_txt}); " + reason
         if sid in cluster_of and action in ("prune", "rewrite", "needs-data"):
             others = [s for s in cluster_of[sid] if s != sid]
             if others:

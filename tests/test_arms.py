@@ -163,3 +163,20 @@ def test_causal_validation_is_spearman(tmp_path):
     a, b = rng.random(50), (rng.random(50) < 0.5).astype(float)
     assert _spearman(a, b) == pytest.approx(spearmanr(a, b).statistic)
     assert _spearman(np.ones(5), b[:5]) is None
+
+
+def test_prune_uses_the_masks_first_and_says_so(tmp_path):
+    """With mask re-runs, H (never retrieved apart from N) is pruned on measured evidence, N is not, and the library verdict is skill-specific."""
+    main, arms = _mask_world(n=150)
+    path = _write(tmp_path / "m.jsonl", main + arms)
+    doc = json.loads(CliRunner().invoke(cli, ["prune", path, "--skills", str(tmp_path), "--embedder", "none",
+                                              "--bootstrap", "500", "--json"]).stdout)
+    recs = {r["skill_id"]: r for r in doc["recommendations"] if r["scope"] == "skill"}
+    assert recs["H"]["action"] == "prune"
+    assert "causes more harm than the average entry: from " in recs["H"]["reason"]
+    assert "re-runs with the skill withheld" in recs["H"]["reason"]
+    assert recs["H"]["evidence"]["basis"].endswith("(mask arms): measured")
+    assert recs["N"]["action"] != "prune" and "re-runs do not show it worse" in recs["N"]["reason"]
+    (lib,) = doc["library"]
+    assert lib["verdict"] == "skill-specific" and "measured by 600 re-runs" in lib["text"]
+    assert not [r for r in doc["recommendations"] if r["scope"] == "library"]

@@ -207,6 +207,9 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
         "p_cond": p, "n_cond": n, "n_cond_tasks": n_t,
         "sign_disagreement": bool(g.get("sign_disagreement")), "sign_text": sign,
         "selection_text": g.get("selection_warning"),
+        "injection_text": g.get("injection_text"),
+        "aa_flip_rate": g.get("aa_flip_rate"),
+        "flip_rate": (g.get("b", 0) + g.get("c", 0)) / g["n_pairs"] if g.get("n_pairs") else None,
     }
 
 
@@ -223,8 +226,7 @@ def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
     recs = (recommendations or {}).get("recommendations", [])
     if verdict == "skill-specific":
         flagged = [r["skill_id"] for r in recs if r.get("scope") == "skill" and r["action"] in ("prune", "rewrite")
-                   and (model in r.get("models", []) or "*" in r.get("models", []))
-                   and r["evidence"].get("relative_q") is not None]
+                   and (model in r.get("models", []) or "*" in r.get("models", []))]
         if not flagged:
             text += "; no single entry is reliably worse than that average, so nothing is pruned for it"
     cells = [e for e in effects if e["model"] == model and e["benchmark"] != "*"]
@@ -431,6 +433,7 @@ def build_audit(
     demo: bool = False,
     library: Any = None,
     runs: Any = None,
+    arms: Any = None,
 ) -> AuditResult:
     """Run every step and return the audit document (InputError on unusable input).
 
@@ -457,7 +460,11 @@ def build_audit(
 
     say(f"paired metrics for {runs.n_pairs:,} pairs ({len(runs.models)} model(s), "
         f"{len(runs.benchmarks)} benchmark(s)): bootstrap with {n_boot:,} resamples")
-    metrics = compute_metrics(runs, min_cond=min_cond, n_boot=n_boot, seed=seed)
+    if arms is None and runs.n_arm_records:
+        from ..arms import load_arms
+
+        arms = load_arms(run_paths, runs)
+    metrics = compute_metrics(runs, min_cond=min_cond, n_boot=n_boot, seed=seed, arms=arms)
 
     reg_boot = min(n_boot, regression_boot)
     if reg_boot > 0:
@@ -467,7 +474,7 @@ def build_audit(
         notes.append("The per-skill regression was off (no bootstrap resamples): there is no library-level "
                      "verdict and no skill is judged harmful; exposure counts alone are associations.")
     attr = attribute_models(runs, library=library, scheme=attribution, regression=reg_boot > 0,
-                            n_boot=reg_boot, seed=seed, min_cond=min_cond)
+                            n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms)
     rows = {r.skill_id: r for r in attr.pooled_rows()}  # clusters and graphs look at all pairs
 
     cluster_rep = None

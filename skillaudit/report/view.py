@@ -155,6 +155,13 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "library_actions": [r for r in rec_doc.get("recommendations", []) if r.get("scope") == "library"],
         "multi_model": len(models) > 1,
         "selection_warnings": [v for v in doc["headline"].get("per_model", []) if v.get("selection_text")],
+        "arm_rows": [{"model": g["model"], "benchmark": g["benchmark"], "arm": name, **a}
+                     for g in metrics.get("groups", []) for name, a in (g.get("arms") or {}).items()],
+        "aa_rows": [g for g in metrics.get("groups", []) if g.get("aa_flip_rate") is not None],
+        "injection": [v for v in doc["headline"].get("per_model", []) if v.get("injection_text")],
+        "causal_models": [m for m in (doc.get("skills") or {}).get("models", []) if m.get("causal")],
+        "causal_rows": [r for r in rows if r.get("causal_effect") is not None],
+        "verify": doc.get("verify"),
         "graph": graph,
         # reports written before the export was bounded lack these keys
         "graph_backbone": graph.get("export_co_retrieval_edges", graph.get("co_retrieval_edges", 0))
