@@ -1012,6 +1012,62 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
                    f"enabled runs that searched {summary.invoked}, got skills {summary.retrieved}", err=True)
 
 
+# ---- verify (measured vs projected)
+@cli.command()
+@runs_argument()
+@click.option("--prune", "prune_json", type=click.Path(dir_okay=False), default=None,
+              help="prune --json output whose prune set to verify (default: the `pruned` records' meta.excluded).")
+@bootstrap_option("Task-level bootstrap resamples for the projected and measured CIs.")
+@seed_option()
+@strict_option
+@json_option
+@reports_errors
+def verify(runs: tuple[str, ...], prune_json: str | None, n_boot: int, seed: int, strict: bool,
+           as_json: bool) -> None:
+    """Measured vs projected RAE of removing the prune set, from `pruned` re-runs.
+
+    prune projects that a retrieving pair left with no skill falls back to its disabled outcome;
+    the `pruned` arm re-runs every retrieving pair whose skills touched the prune set, replaying
+    its tool call against the library without it. Both RAEs are over the same retrieving pairs,
+    overall and per pruned skill, with task-level CIs. Produce the re-runs with
+    `skillaudit run --arms pruned --prune PRUNE.json ...`.
+    """
+    from .verify import prune_sets_of
+    from .verify import verify as _verify
+
+    paired = load_runs_for_cli(runs, strict, adherence=False)
+    arms = load_arms_for_cli(runs, paired)
+    sets = None
+    if prune_json is not None:
+        try:
+            doc = json.loads(open(prune_json, encoding="utf-8").read())  # noqa: SIM115 - read at once
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"{prune_json}: cannot read a prune --json document ({exc})") from None
+        sets = prune_sets_of(doc)
+    result = _verify(paired, arms, sets, n_boot=n_boot, seed=seed)
+    if as_json:
+        emit_json({**result.to_dict(), "inputs": list(runs)})
+        return
+    from rich.table import Table
+
+    from .render import console, pp, pp_ci
+
+    t = Table(title="Removing the prune set: projected vs measured RAE (percentage points; 95% CI)")
+    for col, just in [("model", "left"), ("what", "left"), ("tasks (pairs)", "right"), ("re-run", "right"),
+                      ("RAE now", "right"), ("projected", "right"), ("CI", "right"), ("measured", "right"),
+                      ("CI", "right"), ("measured - projected CI", "right")]:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in result.rows:
+        t.add_row(r.model, r.skill_id or "all pruned", f"{r.n_tasks} ({r.n_pairs})", str(r.n_rerun),
+                  pp(r.before), pp(r.projected), pp_ci(r.projected_ci), pp(r.measured), pp_ci(r.measured_ci),
+                  pp_ci(r.difference_ci), style="" if r.skill_id else "bold")
+    out = console()
+    out.print(t)
+    out.print(result.to_dict()["note"])
+    if result.missing:
+        warn(f"{result.missing} touched pair(s) have no pruned re-run; they keep their projection")
+
+
 # ---- export (scale)
 @cli.command()
 @runs_argument()

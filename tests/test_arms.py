@@ -180,3 +180,29 @@ def test_prune_uses_the_masks_first_and_says_so(tmp_path):
     (lib,) = doc["library"]
     assert lib["verdict"] == "skill-specific" and "measured by 600 re-runs" in lib["text"]
     assert not [r for r in doc["recommendations"] if r["scope"] == "library"]
+
+
+def test_verify_measures_what_prune_projects(tmp_path):
+    """Projected RAE assumes emptied pairs fall back to their disabled outcome; measured uses the pruned re-runs."""
+    from skillaudit.verify import verify
+
+    # t1: retrieves [H] (emptied by pruning H), harmed; its re-run without H passes -> flip 0
+    # t2: retrieves [H, N], harmed; re-run (N only) passes -> flip 0 (the projection kept -1)
+    # t3: retrieves [N], rescued, untouched -> flip +1
+    recs = [*_main("t1", False, True, ["H"]), *_main("t2", False, True, ["H", "N"]),
+            *_main("t3", True, False, ["N"]),
+            _arm("t1", "pruned", True, meta={"excluded": ["H"]}),
+            _arm("t2", "pruned", True, shown=["N"], meta={"excluded": ["H"]})]
+    path = _write(tmp_path / "v.jsonl", recs)
+    runs = load_runs([path])
+    res = verify(runs, load_arms([path], runs), n_boot=0)
+    overall = next(r for r in res.rows if r.skill_id is None)
+    assert overall.excluded == ("H",) and overall.n_rerun == 2 and overall.n_pairs == 3
+    assert overall.before == pytest.approx((-1 - 1 + 1) / 3)
+    assert overall.projected == pytest.approx((0 - 1 + 1) / 3)  # t1 falls back, t2 keeps its harm
+    assert overall.measured == pytest.approx((0 + 0 + 1) / 3)
+    h = next(r for r in res.rows if r.skill_id == "H")
+    assert (h.n_pairs, h.projected, h.measured) == (2, pytest.approx(-0.5), pytest.approx(0.0))
+    doc = res.to_dict()
+    assert doc["schema"] == "skillaudit.verify/v1" and doc["missing_reruns"] == 0
+    assert doc["projected"][0]["projected"] == overall.projected and doc["measured"][0]["n_rerun"] == 2

@@ -64,6 +64,8 @@ class AuditResult:
     notes: list[str] = field(default_factory=list)
     # library-level verdicts per model and benchmark (skillaudit.library_effect)
     library: list[dict[str, Any]] = field(default_factory=list)
+    # measured vs projected, where `pruned` re-runs exist (skillaudit.verify/v1)
+    verify: dict[str, Any] | None = None
     # live objects for the writers (not serialised): the networkx export graph
     extras: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -72,6 +74,7 @@ class AuditResult:
             "schema": AUDIT_SCHEMA,
             "headline": self.headline,
             "library": list(self.library),
+            "verify": self.verify,
             "metrics": self.metrics,
             "skills": self.skills,
             "clusters": self.clusters,
@@ -94,6 +97,7 @@ class AuditResult:
             clusters=doc["clusters"], recommendations=doc["recommendations"], graph=doc["graph"],
             inputs=doc["inputs"], figures=dict(doc.get("figures") or {}),
             notes=list(doc.get("notes") or []), library=list(doc.get("library") or []),
+            verify=doc.get("verify"),
         )
 
 
@@ -237,7 +241,7 @@ def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
 
 
 def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
-             library: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+             library: Sequence[dict[str, Any]] = (), verify: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer to "does the library help where it is used?", one verdict per model, and whether
     the harm (or help) is library-wide or in specific entries."""
     pooled = [g for g in metrics["groups"] if g["benchmark"] == "*"]
@@ -306,6 +310,15 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
                            f"{_pp(proj.get('rae_after'))} (a projection, not a measurement).")
         else:
             action = "No skill is reliably harmful enough to prune, rewrite or merge."
+    if verify:
+        for r in verify.get("rows", []):
+            if r["skill_id"] is None and r["measured"] is not None:
+                ci = r.get("measured_ci")
+                ci_txt = f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if ci else ""
+                action = (action + " " if action else "") + (
+                    f"Measured by re-running {r['n_rerun']} pairs without {', '.join(r['excluded'])} on "
+                    f"{r['model']}: RAE {_pp(r['rae_before'])} → {_pp(r['measured'])}{ci_txt} "
+                    f"(projected {_pp(r['projected'])}).")
     return {
         "verdict": overall, "title": title, "text": text, "action": action,
         "per_model": per_model,
@@ -538,8 +551,15 @@ def build_audit(
     metrics_doc = metrics.to_dict()
     prune_doc = _compact_recommendations(prune.to_dict())
     library_doc = [e.to_dict() for e in attr.library]
+    verify_doc = None
+    if arms is not None and "pruned" in arms.names:
+        from ..verify import verify
+
+        say("measured vs projected effect of the pruned re-runs")
+        verify_doc = verify(runs, arms, n_boot=min(n_boot, 2000), seed=seed).to_dict()
     result = AuditResult(
-        headline=headline(metrics_doc, prune_doc, library_doc),
+        verify=verify_doc,
+        headline=headline(metrics_doc, prune_doc, library_doc, verify_doc),
         library=library_doc,
         metrics=metrics_doc,
         skills=skills_doc,
