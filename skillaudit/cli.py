@@ -1012,6 +1012,78 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
                    f"enabled runs that searched {summary.invoked}, got skills {summary.retrieved}", err=True)
 
 
+# ---- check / diff (CI gate)
+@cli.command()
+@runs_argument()
+@skills_option()
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None,
+              help="A stored audit.json (last known good) to compare against.")
+@click.option("--fail-on", "fail_on", multiple=True, type=click.Choice(["harmful", "library", "regression"]),
+              help="What fails the gate (repeatable; default: harmful, plus regression with --baseline).")
+@bootstrap_option("Task-level bootstrap resamples for the metrics' CIs.")
+@seed_option()
+@jobs_option
+@strict_option
+@json_option
+@reports_errors
+def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, fail_on: tuple[str, ...],
+          n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
+    """A CI gate for a skill library: exit 1 with one line per failing skill or verdict, else 0.
+
+    harmful: a skill recommended prune (or rewrite because it is harmful); library: a model
+    whose harm is library-wide; regression (needs --baseline): a newly harmful skill, a verdict
+    that got worse, or an RAE that fell with the change's 95% CI below 0.
+    """
+    from .gate import check as _check
+    from .gate import check_document, load_audit_doc
+
+    fail_on = fail_on or (("harmful", "regression") if baseline else ("harmful",))
+    base = load_audit_doc(baseline) if baseline else None
+    lib = load_library_for_cli(skills_path)
+    paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False)
+    arms = load_arms_for_cli(runs, paired)
+    doc = check_document(paired, lib, n_boot=n_boot, seed=seed, arms=arms)
+    failures = _check(doc, tuple(fail_on), base)
+    if as_json:
+        emit_json({"schema": "skillaudit.check/v1", "passed": not failures, "fail_on": list(fail_on),
+                   "baseline": baseline, "failures": [f.to_dict() for f in failures], "inputs": list(runs),
+                   **doc})
+    else:
+        for f in failures:
+            click.echo(f"FAIL {f.kind}: {f.message}")
+        if not failures:
+            click.echo(f"ok: nothing fails ({', '.join(fail_on)}) on {paired.n_pairs} pairs")
+    if failures:
+        click.get_current_context().exit(1)
+
+
+@cli.command("diff")
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False))
+@json_option
+@reports_errors
+def diff_cmd(old: str, new: str, as_json: bool) -> None:
+    """What changed between two audits (audit.json or check --json): verdicts, RAE, skill actions."""
+    from .gate import diff, load_audit_doc
+    from .render import pp, pp_ci
+
+    d = diff(load_audit_doc(old), load_audit_doc(new))
+    if as_json:
+        emit_json({**d, "old": old, "new": new})
+        return
+    for m in d["models"]:
+        change = f", change {pp(m['rae_change'])} pp {pp_ci(m['rae_change_ci'])}" if m["rae_change"] is not None else ""
+        click.echo(f"{m['model']}: verdict {m['old_verdict']} -> {m['new_verdict']}; RAE {pp(m['old_rae'])} -> "
+                   f"{pp(m['new_rae'])} pp{change}")
+    for x in d["library"]:
+        where = "" if x["benchmark"] == "*" else f" on {x['benchmark']}"
+        click.echo(f"library {x['model']}{where}: {x['old']} -> {x['new']}")
+    for x in d["skills"]:
+        click.echo(f"{x['skill_id']} ({x['model']}): {x['old'] or 'absent'} -> {x['new'] or 'absent'}")
+    if not (d["library"] or d["skills"]):
+        click.echo("no skill action or library verdict changed")
+
+
 # ---- verify (measured vs projected)
 @cli.command()
 @runs_argument()

@@ -435,6 +435,7 @@ def _recommend_one(
             if dup:
                 reason += f"; near-duplicate of {dup[0]}"
         elif is_harmful(a):
+            ev["harmful"] = True
             rescue = a.b / max(a.b + a.c, 1)
             dup_good = dup is not None and dup[0] in rows and is_helpful(rows[dup[0]])
             if dup_good:
