@@ -16,7 +16,7 @@ import click
 
 from . import __version__
 from ._io import jsonable
-from .errors import SkillauditError
+from .errors import InputError, SkillauditError
 
 
 class CommandError(click.ClickException):
@@ -542,7 +542,6 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
     (similarity), interference flags, and per-skill counts, cluster and community."""
     from pathlib import Path
 
-    from .errors import InputError
     from .graph import co_retrieval_counts, interference, skill_graph, write_graph
 
     if Path(out).suffix.lower() not in (".graphml", ".json"):
@@ -965,6 +964,16 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option("--exclude-skills", default=None,
               help="Skill ids to leave out: 'a,b', or a file (one per line, or prune --json output).")
 @click.option("--retry-errors", is_flag=True, help="Re-run tasks whose records are errors (rewrites the log once).")
+@click.option("--top-k", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Skills search_skills returns per call (retrieval depth; logged as meta.top_k).")
+@click.option("--arms", default=None, metavar="ARM,...",
+              help="Run counterfactual arms of the pairs in --base instead of the main pair: random, "
+                   "filler, empty, corrupted, mask[:M], pruned (enabled runs replayed with another tool "
+                   "result) and replicate (the disabled run with another seed).")
+@click.option("--base", "base_path", type=click.Path(dir_okay=False), default=None,
+              help="With --arms: the log whose enabled runs the arms replay.")
+@click.option("--prune", "prune_ids", default=None,
+              help="With --arms pruned: the skills to leave out ('a,b', a file, or prune --json output).")
 @click.option("--timeout", "exec_timeout", type=float, default=10.0, show_default=True,
               help="Wall-clock seconds for running one candidate solution.")
 @click.option("--request-timeout", type=float, default=600.0, show_default=True, help="Seconds per chat request.")
@@ -977,11 +986,13 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
             task_ids: tuple[str, ...], seed: int, epochs: int, temperature: float, max_tokens: int,
             tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int,
             shard: tuple[int, int] | None, exclude_skills: str | None,
-            retry_errors: bool, exec_timeout: float, request_timeout: float, retries: int,
+            retry_errors: bool, top_k: int, arms: str | None, base_path: str | None, prune_ids: str | None,
+            exec_timeout: float, request_timeout: float, retries: int,
             as_json: bool, quiet: bool) -> None:
     """Run tasks twice (skills enabled / disabled, same prompt and seed) and log paired records.
 
-    Re-running the same command resumes: records already in --out are skipped.
+    Re-running the same command resumes: records already in --out are skipped. With --arms, run
+    counterfactual arms of the pairs already in --base (DESIGN §3.1b) and append them to --out.
     """
     import dataclasses
     import os
@@ -992,12 +1003,15 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
 
     agent = AgentConfig(endpoint=endpoint, model=model_name, api_key=os.environ.get(api_key_env) or None,
                         temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode,
-                        tool_choice=tool_choice, max_calls=max_calls, unescape_html=unescape_html, request_timeout_s=request_timeout, retries=retries)
+                        tool_choice=tool_choice, max_calls=max_calls, unescape_html=unescape_html,
+                        request_timeout_s=request_timeout, retries=retries, top_k=top_k)
+    if (base_path or prune_ids) and not arms:
+        raise InputError("--base and --prune go with --arms")
     opts = RunOptions(benchmark=benchmark, out=out_path, agent=agent, skills=skills_path, data=data,
                       limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
                       exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,
                       task_ids=task_ids, limits=Limits(timeout_s=exec_timeout), model_label=model_label,
-                      shard=shard)
+                      shard=shard, arms=arms, base=base_path, prune=parse_exclude(prune_ids))
     summary = run(opts, quiet=quiet or as_json)
     for w in summary.warnings:
         warn(w)
@@ -1008,8 +1022,12 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
         n_en = summary.written  # records this session
         click.echo(f"{summary.out}: wrote {n_en} record(s), skipped {summary.skipped} already logged, "
                    f"{summary.errors} error(s), {summary.wall_s:.0f}s", err=True)
-        click.echo(f"correct: enabled {summary.correct['enabled']}, disabled {summary.correct['disabled']}; "
-                   f"enabled runs that searched {summary.invoked}, got skills {summary.retrieved}", err=True)
+        if summary.arms:
+            click.echo("arms: " + ", ".join(f"{a} {summary.arm_correct.get(a, 0)}/{n} correct"
+                                            for a, n in summary.arms.items()), err=True)
+        else:
+            click.echo(f"correct: enabled {summary.correct['enabled']}, disabled {summary.correct['disabled']}; "
+                       f"enabled runs that searched {summary.invoked}, got skills {summary.retrieved}", err=True)
 
 
 # ---- check / diff (CI gate)

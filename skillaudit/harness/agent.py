@@ -24,11 +24,12 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import HarnessError, require
-from .retrieve import MAX_CALLS, Retrieval, SkillIndex, render_result
+from .retrieve import MAX_CALLS, TOP_K, Retrieval, SkillIndex, render_result
 
 TOOL_NAME = "search_skills"
 TOOL_SPEC: dict[str, Any] = {
@@ -99,6 +100,7 @@ class AgentConfig:
     tool_choice: str = "auto"  # "auto" | "required" (the first enabled turn must call the tool)
     unescape_html: bool = False  # undo servers whose chat template HTML-escapes messages
     max_calls: int = MAX_CALLS
+    top_k: int = TOP_K
     request_timeout_s: float = 600.0
     retries: int = 4
     backoff_s: float = 2.0
@@ -109,7 +111,7 @@ class AgentConfig:
         """Settings that go into each record's `meta` (no endpoint secrets, no key)."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens,
                 "tool_call_mode": self.tool_mode, "tool_choice": self.tool_choice,
-                "max_calls": self.max_calls, "unescape_html": self.unescape_html}
+                "max_calls": self.max_calls, "unescape_html": self.unescape_html, "top_k": self.top_k}
 
 
 @dataclass
@@ -125,6 +127,9 @@ class Episode:
     latency_s: float = 0.0
     refused_calls: int = 0
     malformed_calls: int = 0
+    #: the model's tool-call turns, verbatim, with the parsed calls: what an arm replays (`meta.replay`)
+    call_turns: list[dict[str, Any]] = field(default_factory=list)
+    replayed: int = 0  # turns taken from a replay instead of the model
 
 
 class ChatClient:
@@ -313,7 +318,12 @@ def render_chatml(messages: list[dict[str, Any]]) -> str:
     return "".join(parts) + "<|im_start|>assistant\n"
 
 
-def _execute(index: SkillIndex, call: ToolCall, shown: set[str]) -> tuple[Retrieval, str]:
+#: a tool's answer to one call: (query, types, skills already shown) -> (logged call, result text)
+Tool = Callable[[Any, Any, set[str]], tuple[Retrieval, str]]
+
+
+def _execute(index: SkillIndex | None, call: ToolCall, shown: set[str], tool: Tool | None = None,
+             top_k: int = TOP_K) -> tuple[Retrieval, str]:
     if call.name != TOOL_NAME:
         ret = Retrieval(query=None, error=f"unknown tool {call.name!r}" if call.name else "malformed tool call")
         return ret, "No skills returned (unknown tool or malformed call)."
@@ -321,7 +331,11 @@ def _execute(index: SkillIndex, call: ToolCall, shown: set[str]) -> tuple[Retrie
     if not isinstance(args, dict):
         ret = Retrieval(query=None, error="invalid arguments: expected a JSON object")
         return ret, "No skills returned (invalid arguments)."
-    ret = index.search(args.get("query"), args.get("types"))
+    if tool is not None:
+        return tool(args.get("query"), args.get("types"), shown)
+    if index is None:
+        return Retrieval(query=None, error="no skill library"), "No skills returned."
+    ret = index.search(args.get("query"), args.get("types"), k=top_k)
     return ret, render_result(index, ret, shown)
 
 
@@ -332,9 +346,18 @@ def run_episode(
     enabled: bool,
     seed: int,
     index: SkillIndex | None,
+    *,
+    replay: list[dict[str, Any]] | None = None,
+    tool: Tool | None = None,
 ) -> Episode:
-    """Run one task in one condition; raises AgentError when the endpoint fails for good."""
+    """Run one task in one condition; raises AgentError when the endpoint fails for good.
+
+    `replay` (an enabled record's `meta.replay`) supplies the model's tool-call turns instead of
+    asking the model, so an arm keeps the logged call(s); `tool` answers the calls instead of a
+    search of `index` (the arm's tool). The prompt is the same either way.
+    """
     spec = tool_spec(index.types if index is not None else ())
+    replay = list(replay or [])
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(task.is_code, enabled, cfg, spec)},
         {"role": "user", "content": task.prompt},
@@ -344,82 +367,94 @@ def run_episode(
     calls = 0
     start = time.monotonic()
     for _ in range(cfg.max_calls + 2):
-        body: dict[str, Any] = {
-            "model": cfg.model, "messages": messages, "temperature": cfg.temperature,
-            "max_tokens": cfg.max_tokens, "seed": seed, **cfg.extra_body,
-        }
-        if cfg.top_p is not None:
-            body["top_p"] = cfg.top_p
-        force = enabled and ep.turns == 0 and cfg.tool_choice == "required"
-        prefill = ""
-        if cfg.tool_mode == "chatml":
-            # raw ChatML over /v1/completions: no server chat template in the way; a forced call is
-            # a prefilled `<tool_call>` whose query the model writes
-            if force:
-                prefill = FORCED_PREFILL
-            elif not enabled or calls >= cfg.max_calls:
-                prefill = ANSWER_PREFILL["code" if task.is_code else "math"]
-            body.pop("messages")
-            shown_msgs = messages
-            if enabled and calls >= cfg.max_calls:
-                # no searches left: the tool definition is withdrawn, so the answer turn differs
-                # from the disabled run only by the skills it retrieved
-                shown_msgs = [{"role": "system", "content": system_prompt(task.is_code, False, cfg)},
-                              *messages[1:]]
-            body["prompt"] = render_chatml(shown_msgs) + prefill
-            # a forced call ends at the query's closing quote: the model writes the query only
-            body["stop"] = [*CHATML_STOP, '"'] if force else CHATML_STOP
-            if prefill == ANSWER_PREFILL["code"]:
-                body["stop"] = [*CHATML_STOP, "\n```"]  # the code block is the answer
-            data = client.complete(body)
+        if enabled and ep.turns < len(replay):
+            # a replayed turn: the logged call, verbatim; the model is not asked
+            turn = replay[ep.turns]
+            content = turn.get("content") or ""
+            native = turn.get("tool_calls") or []
+            calls_found = [ToolCall(c.get("name"), c.get("arguments"), content) for c in turn.get("calls") or []]
+            ep.turns += 1
+            ep.replayed += 1
         else:
-            if cfg.tool_mode == "text":
-                body["stop"] = STOP_TEXT
-            elif enabled and calls < cfg.max_calls:
-                body["tools"] = [spec]
-                body["tool_choice"] = "auto"
-            if force:
-                # OpenAI-style forced call: the model must call search_skills and writes the query
-                body["tools"] = [spec]
-                body["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
-            data = client.chat(body)
-        ep.turns += 1
-        usage = data.get("usage") or {}
-        for k in ("prompt_tokens", "completion_tokens"):
-            if isinstance(usage.get(k), int):
-                ep.usage[k] += usage[k]
-        choice = data["choices"][0]
-        msg = choice.get("message") or {}
-        content = msg.get("content") or ""
-        if cfg.tool_mode == "chatml":
-            content = prefill + (choice.get("text") or "")
-            if force:
-                content += '"}}\n</tool_call>'
-        if cfg.unescape_html:
-            import html
+            body: dict[str, Any] = {
+                "model": cfg.model, "messages": messages, "temperature": cfg.temperature,
+                "max_tokens": cfg.max_tokens, "seed": seed, **cfg.extra_body,
+            }
+            if cfg.top_p is not None:
+                body["top_p"] = cfg.top_p
+            force = enabled and ep.turns == 0 and cfg.tool_choice == "required"
+            prefill = ""
+            if cfg.tool_mode == "chatml":
+                # raw ChatML over /v1/completions: no server chat template in the way; a forced call is
+                # a prefilled `<tool_call>` whose query the model writes
+                if force:
+                    prefill = FORCED_PREFILL
+                elif not enabled or calls >= cfg.max_calls:
+                    prefill = ANSWER_PREFILL["code" if task.is_code else "math"]
+                body.pop("messages")
+                shown_msgs = messages
+                if enabled and calls >= cfg.max_calls:
+                    # no searches left: the tool definition is withdrawn, so the answer turn differs
+                    # from the disabled run only by the skills it retrieved
+                    shown_msgs = [{"role": "system", "content": system_prompt(task.is_code, False, cfg)},
+                                  *messages[1:]]
+                body["prompt"] = render_chatml(shown_msgs) + prefill
+                # a forced call ends at the query's closing quote: the model writes the query only
+                body["stop"] = [*CHATML_STOP, '"'] if force else CHATML_STOP
+                if prefill == ANSWER_PREFILL["code"]:
+                    body["stop"] = [*CHATML_STOP, "\n```"]  # the code block is the answer
+                data = client.complete(body)
+            else:
+                if cfg.tool_mode == "text":
+                    body["stop"] = STOP_TEXT
+                elif enabled and calls < cfg.max_calls:
+                    body["tools"] = [spec]
+                    body["tool_choice"] = "auto"
+                if force:
+                    # OpenAI-style forced call: the model must call search_skills and writes the query
+                    body["tools"] = [spec]
+                    body["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
+                data = client.chat(body)
+            ep.turns += 1
+            usage = data.get("usage") or {}
+            for k in ("prompt_tokens", "completion_tokens"):
+                if isinstance(usage.get(k), int):
+                    ep.usage[k] += usage[k]
+            choice = data["choices"][0]
+            msg = choice.get("message") or {}
+            content = msg.get("content") or ""
+            if cfg.tool_mode == "chatml":
+                content = prefill + (choice.get("text") or "")
+                if force:
+                    content += '"}}\n</tool_call>'
+            if cfg.unescape_html:
+                import html
 
-            content = html.unescape(content)
-        ep.finish_reason = choice.get("finish_reason")
-        native = msg.get("tool_calls") or []
-        calls_found: list[ToolCall] = []
-        for tc in native:
-            fn = (tc or {}).get("function") or {}
-            args = fn.get("arguments")
-            if isinstance(args, str):
-                try:
-                    args = json.loads(args)
-                except ValueError:
-                    args = None
-            calls_found.append(ToolCall(fn.get("name"), args, json.dumps(fn), tc.get("id")))
-        if not calls_found and enabled:
-            if cfg.tool_mode in ("text", "chatml") and ep.finish_reason == "stop" and "<tool_call>" in content \
-                    and "</tool_call>" not in content:
-                content += "</tool_call>"  # the stop sequence is not echoed back
-            calls_found = parse_text_tool_calls(content)
+                content = html.unescape(content)
+            ep.finish_reason = choice.get("finish_reason")
+            native = msg.get("tool_calls") or []
+            calls_found: list[ToolCall] = []
+            for tc in native:
+                fn = (tc or {}).get("function") or {}
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except ValueError:
+                        args = None
+                calls_found.append(ToolCall(fn.get("name"), args, json.dumps(fn), tc.get("id")))
+            if not calls_found and enabled:
+                if cfg.tool_mode in ("text", "chatml") and ep.finish_reason == "stop" and "<tool_call>" in content \
+                        and "</tool_call>" not in content:
+                    content += "</tool_call>"  # the stop sequence is not echoed back
+                calls_found = parse_text_tool_calls(content)
         if not enabled or not calls_found:
             ep.answer_text = content
             break
         ep.invoked = True
+        ep.call_turns.append({"content": content,
+                              "calls": [{"name": c.name, "arguments": c.arguments} for c in calls_found],
+                              **({"tool_calls": native} if native else {})})
         if calls >= cfg.max_calls:
             ep.refused_calls += len(calls_found)
             results = [LIMIT_REACHED] * len(calls_found)
@@ -431,8 +466,7 @@ def run_episode(
                     results.append(LIMIT_REACHED)
                     continue
                 calls += 1
-                ret, text = _execute(index, call, shown) if index is not None else (
-                    Retrieval(query=None, error="no skill library"), "No skills returned.")
+                ret, text = _execute(index, call, shown, tool, cfg.top_k)
                 if call.name is None or ret.error == "invalid arguments: expected a JSON object":
                     ep.malformed_calls += 1
                 ep.retrievals.append(ret)

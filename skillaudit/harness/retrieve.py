@@ -53,6 +53,7 @@ class Hit:
     id: str
     score: float
     rank: int
+    hash: str | None = None  # the first 16 hex digits of the skill's content hash (provenance)
 
 
 @dataclass
@@ -67,7 +68,8 @@ class Retrieval:
     def to_record(self) -> dict[str, Any]:
         rec: dict[str, Any] = {
             "query": self.query,
-            "skills": [{"id": h.id, "score": round(h.score, 4), "rank": h.rank} for h in self.hits],
+            "skills": [{"id": h.id, "score": round(h.score, 4), "rank": h.rank,
+                        **({"hash": h.hash} if h.hash else {})} for h in self.hits],
             "error": self.error,
         }
         if self.types is not None:
@@ -99,7 +101,13 @@ class SkillIndex:
         return tuple(sorted({t for s in self.skills for t in skill_types(s)}))
 
     def get(self, skill_id: str) -> Skill | None:
-        return next((s for s in self.skills if s.id == skill_id), None)
+        if not hasattr(self, "_by_id"):
+            self._by_id = {s.id: s for s in self.skills}
+        return self._by_id.get(skill_id)
+
+    def hash_of(self, skill_id: str) -> str | None:
+        skill = self.get(skill_id)
+        return skill.content_hash[:16] if skill is not None else None
 
     def search(self, query: Any, types: Any = None, k: int = TOP_K) -> Retrieval:
         """Run one call. Invalid arguments (non-string or empty query, bad `types`) return nothing."""
@@ -133,7 +141,7 @@ class SkillIndex:
             if wanted is not None and not (skill_types(skill) & wanted):
                 continue
             rank += 1
-            ret.hits.append(Hit(id=skill.id, score=float(score), rank=rank))
+            ret.hits.append(Hit(id=skill.id, score=float(score), rank=rank, hash=skill.content_hash[:16]))
             if rank >= k:
                 break
         return ret

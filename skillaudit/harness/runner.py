@@ -52,6 +52,9 @@ class RunOptions:
     cache_dir: str | None = None
     model_label: str | None = None
     shard: tuple[int, int] | None = None  # (i, n), 1-based: run every n-th selected task from the i-th
+    arms: str | None = None  # `--arms`: run these arms of the pairs in `base` instead of the main pair
+    base: str | None = None  # the log whose enabled runs the arms replay
+    prune: tuple[str, ...] = ()  # the `pruned` arm's excluded skills
 
 
 def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:
@@ -83,6 +86,9 @@ class RunSummary:
     retrieved: int = 0
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    concurrency: int = 1
+    arms: dict[str, int] = field(default_factory=dict)  # arm -> records written
+    arm_correct: dict[str, int] = field(default_factory=dict)
 
 
 def task_seed(seed: int, task_id: str, epoch: int) -> int:
@@ -137,14 +143,21 @@ def _existing(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield lineno, rec
 
 
-def _key(rec: dict[str, Any]) -> tuple[str, str, str, str, int]:
-    return (str(rec.get("model", "default")), str(rec.get("benchmark", "default")),
-            str(rec.get("task_id")), str(rec.get("condition")), int(rec.get("epoch", 1) or 1))
+def _key(rec: dict[str, Any]) -> tuple:
+    """The resume key: a main record's (model, benchmark, task, condition, epoch); arms add the arm
+    and the mask seed."""
+    key = (str(rec.get("model", "default")), str(rec.get("benchmark", "default")),
+           str(rec.get("task_id")), str(rec.get("condition")), int(rec.get("epoch", 1) or 1))
+    arm = rec.get("arm")
+    if arm is None:
+        return key
+    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    return (*key, str(arm), int(meta.get("mask_seed", -1)) if arm == "mask" else -1)
 
 
-def _prepare_output(path: Path, retry_errors: bool) -> set[tuple[str, str, str, str, int]]:
+def _prepare_output(path: Path, retry_errors: bool) -> set[tuple]:
     """Keys already logged; with `retry_errors`, error records are first removed (atomic rewrite)."""
-    done: set[tuple[str, str, str, str, int]] = set()
+    done: set[tuple] = set()
     keep: list[bytes] = []
     dropped = 0
     truncated_tail = False
@@ -218,6 +231,35 @@ def _progress(total: int, quiet: bool):
                     TimeRemainingColumn(), console=Console(stderr=True), transient=False)
 
 
+def _finish(rec: dict[str, Any], task: Task, ep, score, answer: str) -> None:
+    """Fill a record from an episode and its score."""
+    rec["correct"] = bool(score.correct)
+    rec["invoked"] = ep.invoked
+    rec["retrievals"] = [r.to_record() for r in ep.retrievals]
+    rec["answer"] = answer
+    rec["meta"].update({
+        "latency_s": round(ep.latency_s, 3), "usage": ep.usage, "turns": ep.turns,
+        "finish_reason": ep.finish_reason, "score": score.reason,
+        "tool_calls": len(ep.retrievals) + ep.refused_calls,
+        "malformed_calls": ep.malformed_calls, "refused_calls": ep.refused_calls,
+    })
+    if ep.replayed:
+        rec["meta"]["replayed_turns"] = ep.replayed
+    if task.is_code:
+        rec["meta"]["response"] = ep.answer_text
+    elif "extracted" in score.details:
+        rec["meta"]["extracted"] = score.details["extracted"]
+
+
+def _warm_oracle(scorer: Scorer, task: Task) -> None:
+    if task.benchmark == "mbpp_plus":
+        from .tasks import mbpp_deserialize_inputs
+
+        scorer.oracles.get(task, {
+            "base": mbpp_deserialize_inputs(task.task_id, task.data["base_input"]),
+            "plus": mbpp_deserialize_inputs(task.task_id, task.data["plus_input"])})
+
+
 def run(opts: RunOptions, quiet: bool = False,
         on_record: Callable[[dict[str, Any]], None] | None = None) -> RunSummary:
     """Run every sampled task in both conditions (and epochs) and append records to `opts.out`."""
@@ -229,6 +271,8 @@ def run(opts: RunOptions, quiet: bool = False,
         raise InputError("--concurrency must be at least 1")
     if opts.agent.tool_mode not in ("text", "native", "chatml"):
         raise InputError("--tool-mode must be text, native or chatml")
+    if opts.arms:
+        return run_arms(opts, quiet, on_record)
     tasks = load_tasks(opts.benchmark, opts.data)
     if opts.task_ids:
         by_id = {t.task_id: t for t in tasks}
@@ -274,7 +318,7 @@ def run(opts: RunOptions, quiet: bool = False,
                     else:
                         units.append((t, cond, epoch))
     summary = RunSummary(out=str(out), n_tasks=len(tasks), planned=len(units), skipped=skipped,
-                         warnings=warnings)
+                         warnings=warnings, concurrency=opts.concurrency)
     if not units:
         return summary
 
@@ -294,14 +338,11 @@ def run(opts: RunOptions, quiet: bool = False,
             "answer": "", "meta": {**base_meta, "seed": seed}, "error": None,
         }
         try:
-            if task.benchmark == "mbpp_plus":
-                from .tasks import mbpp_deserialize_inputs
-
-                scorer.oracles.get(task, {
-                    "base": mbpp_deserialize_inputs(task.task_id, task.data["base_input"]),
-                    "plus": mbpp_deserialize_inputs(task.task_id, task.data["plus_input"])})
+            _warm_oracle(scorer, task)
             ep = run_episode(client, opts.agent, task, cond == "enabled", seed,
                              index if cond == "enabled" else None)
+            if cond == "enabled" and ep.call_turns:
+                rec["meta"]["replay"] = ep.call_turns
             score, answer = scorer.score(task, ep.answer_text)
         except AgentError as exc:
             rec["error"] = f"agent: {exc}"
@@ -312,36 +353,32 @@ def run(opts: RunOptions, quiet: bool = False,
         except Exception as exc:  # a bug or an odd reply must not kill a long run
             rec["error"] = f"unexpected {type(exc).__name__}: {exc}"
             return rec
-        rec["correct"] = bool(score.correct)
-        rec["invoked"] = ep.invoked
-        rec["retrievals"] = [r.to_record() for r in ep.retrievals]
-        rec["answer"] = answer
-        rec["meta"].update({
-            "latency_s": round(ep.latency_s, 3), "usage": ep.usage, "turns": ep.turns,
-            "finish_reason": ep.finish_reason, "score": score.reason,
-            "tool_calls": len(ep.retrievals) + ep.refused_calls,
-            "malformed_calls": ep.malformed_calls, "refused_calls": ep.refused_calls,
-        })
-        if task.is_code:
-            rec["meta"]["response"] = ep.answer_text
-        elif "extracted" in score.details:
-            rec["meta"]["extracted"] = score.details["extracted"]
+        _finish(rec, task, ep, score, answer)
         return rec
 
+    _execute(units, one, writer, client, summary, f"{opts.benchmark} {model_label}", quiet, on_record)
+    return summary
+
+
+def _execute(units: list, one: Callable[..., dict[str, Any]], writer: _Writer, client: ChatClient,
+             summary: RunSummary, label: str, quiet: bool,
+             on_record: Callable[[dict[str, Any]], None] | None) -> None:
+    """Run `one(*unit)` for every unit with bounded concurrency, appending each record as it lands."""
+    opts_concurrency = summary.concurrency
     progress = _progress(len(units), quiet)
-    bar = progress.add_task(f"{opts.benchmark} {model_label}", total=len(units)) if progress else None
+    bar = progress.add_task(label, total=len(units)) if progress else None
     t0 = time.monotonic()
     try:
         if progress:
             progress.start()
-        with ThreadPoolExecutor(max_workers=opts.concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=opts_concurrency) as pool:
             pending: set[Future] = set()
             queue = iter(units)
 
             def fill() -> None:
                 for unit in queue:
                     pending.add(pool.submit(one, *unit))
-                    if len(pending) >= opts.concurrency:
+                    if len(pending) >= opts_concurrency:
                         break
 
             fill()
@@ -352,11 +389,16 @@ def run(opts: RunOptions, quiet: bool = False,
                     rec = fut.result()
                     writer.write(rec)
                     summary.written += 1
+                    arm = rec.get("arm")
+                    if arm:
+                        summary.arms[arm] = summary.arms.get(arm, 0) + 1
                     if rec["error"] is not None:
                         summary.errors += 1
-                    elif rec["correct"]:
+                    elif rec["correct"] and not arm:
                         summary.correct[rec["condition"]] += 1
-                    if rec["condition"] == "enabled" and rec["invoked"]:
+                    elif rec["correct"]:
+                        summary.arm_correct[arm] = summary.arm_correct.get(arm, 0) + 1
+                    if rec["condition"] == "enabled" and rec.get("invoked") and not arm:
                         summary.invoked += 1
                         if any(r["skills"] for r in rec["retrievals"]):
                             summary.retrieved += 1
@@ -371,4 +413,144 @@ def run(opts: RunOptions, quiet: bool = False,
         writer.close()
         client.close()
         summary.wall_s = time.monotonic() - t0
+
+
+#: settings an arm must share with the base run it replays (meta key, AgentConfig attribute)
+_SAME = (("tool_call_mode", "tool_mode"), ("tool_choice", "tool_choice"), ("max_calls", "max_calls"),
+         ("temperature", "temperature"), ("max_tokens", "max_tokens"), ("top_k", "top_k"))
+
+
+def run_arms(opts: RunOptions, quiet: bool = False,
+             on_record: Callable[[dict[str, Any]], None] | None = None) -> RunSummary:
+    """Run the counterfactual arms (`opts.arms`) of the pairs logged in `opts.base` (DESIGN §3.1b).
+
+    Enabled arms replay each S_call pair's enabled tool call(s) and change only the tool's result;
+    `replicate` re-runs every pair's disabled run with another seed. Records (with `"arm"`) are
+    appended to `opts.out`; re-running resumes.
+    """
+    from ..library import load_library
+    from .arms import (
+        ArmTool,
+        arm_seed,
+        arm_units,
+        base_models,
+        mask_draw,
+        parse_arms,
+        read_base,
+        replay_turns,
+    )
+
+    specs = parse_arms(opts.arms or "")
+    if not opts.base:
+        raise InputError("--arms needs --base: the log whose enabled runs the arms replay")
+    if opts.epochs != 1:
+        raise InputError("--arms takes the epochs of --base; leave --epochs at 1")
+    if any(sp.name == "pruned" for sp in specs) and not opts.prune:
+        raise InputError("the pruned arm needs --prune: the skills to leave out")
+    if not opts.skills:
+        raise InputError("--skills is required: the arms replay against the base run's library")
+    library = load_library(opts.skills)
+    warnings = list(library.warnings)
+    index = SkillIndex(library)
+    pruned_index = None
+    if opts.prune:
+        pruned_index = SkillIndex(library, set(opts.prune))
+        if pruned_index.unknown_excluded:
+            raise InputError(f"--prune: not in the library: {', '.join(pruned_index.unknown_excluded)}")
+    model_label = opts.model_label or opts.agent.model
+    pairs = read_base(opts.base, model_label, opts.benchmark)
+    if not pairs:
+        seen = ", ".join(f"{m}/{b}" for m, b in sorted(base_models(opts.base))) or "none"
+        raise InputError(f"--base {opts.base}: no complete pairs for model {model_label!r} and benchmark "
+                         f"{opts.benchmark!r} (it holds: {seen}; set --model-label to the logged model)")
+    first = next(iter(pairs.values())).enabled.get("meta") or {}
+    for key, attr in _SAME:
+        logged = first.get(key, 3 if key == "top_k" else None)
+        if logged is not None and logged != getattr(opts.agent, attr):
+            raise InputError(f"--base {opts.base}: the base run used {key} = {logged!r}, this run "
+                             f"{getattr(opts.agent, attr)!r}: an arm must replay the base run's settings")
+    stale = sorted({h["id"] for p in pairs.values() for call in p.enabled.get("retrievals") or []
+                    for h in call.get("skills") or [] if isinstance(h, dict) and h.get("hash")
+                    and index.hash_of(h["id"]) not in (None, h["hash"])})
+    if stale:
+        warnings.append(f"skills edited since the base run: {', '.join(stale)}; arms show them as they are now")
+    if opts.task_ids:
+        pairs = {k: v for k, v in pairs.items() if k[0] in set(opts.task_ids)}
+    tasks = {t.task_id: t for t in load_tasks(opts.benchmark, opts.data)}
+    missing = sorted({k[0] for k in pairs} - set(tasks))
+    if missing:
+        raise InputError(f"--base {opts.base}: task ids not in the benchmark data: {', '.join(missing[:5])}")
+    if opts.shard is not None:
+        keep = set(shard_tasks(sorted({k[0] for k in pairs}), opts.shard))  # type: ignore[arg-type]
+        pairs = {k: v for k, v in pairs.items() if k[0] in keep}
+
+    out = Path(opts.out)
+    done = _prepare_output(out, opts.retry_errors)
+    units = []
+    skipped = 0
+    for pair, arm, m in arm_units(pairs, specs, frozenset(opts.prune)):
+        cond = "disabled" if arm == "replicate" else "enabled"
+        key = (model_label, opts.benchmark, pair.task_id, cond, pair.epoch, arm, m)
+        if key in done:
+            skipped += 1
+        else:
+            units.append((pair, arm, m))
+    summary = RunSummary(out=str(out), n_tasks=len({k[0] for k in pairs}), planned=len(units), skipped=skipped,
+                         warnings=warnings, concurrency=opts.concurrency)
+    if not units:
+        return summary
+    scorer = Scorer(opts.limits, opts.cache_dir)
+    client = ChatClient(opts.agent)
+    writer = _Writer(out)
+    chatml_forced = opts.agent.tool_mode == "chatml" and opts.agent.tool_choice == "required"
+
+    def one(pair, arm: str, m: int) -> dict[str, Any]:
+        task = tasks[pair.task_id]
+        base_meta = pair.enabled.get("meta") or {}
+        seed = base_meta.get("seed")
+        if not isinstance(seed, int):
+            seed = task_seed(opts.seed, task.task_id, pair.epoch)
+        cond = "disabled" if arm == "replicate" else "enabled"
+        meta: dict[str, Any] = {**opts.agent.public(), "harness": f"skillaudit {__version__}",
+                                "library_hash": base_meta.get("library_hash"), "base_seed": seed}
+        rec: dict[str, Any] = {
+            "task_id": task.task_id, "condition": cond, "arm": arm, "correct": False, "model": model_label,
+            "benchmark": opts.benchmark, "epoch": pair.epoch, "invoked": False, "retrievals": [],
+            "answer": "", "meta": meta, "error": None,
+        }
+        try:
+            _warm_oracle(scorer, task)
+            if arm == "replicate":
+                meta["seed"] = arm_seed(seed, "replicate")
+                ep = run_episode(client, opts.agent, task, False, meta["seed"], None)
+            else:
+                meta["seed"] = seed
+                kept = None
+                if arm == "mask":
+                    meta["mask_seed"] = m
+                    kept_ids, withheld = mask_draw(pair.retrieved, arm_seed(seed, "mask", m))
+                    meta["kept"], meta["withheld"] = list(kept_ids), list(withheld)
+                    kept = set(kept_ids)
+                if arm == "pruned":
+                    meta["excluded"] = sorted(opts.prune)
+                tool = ArmTool(arm, index, list(pair.enabled.get("retrievals") or []),
+                               arm_seed(seed, arm, max(m, 0)), kept=kept, pruned_index=pruned_index,
+                               top_k=opts.agent.top_k)
+                ep = run_episode(client, opts.agent, task, True, seed, index,
+                                 replay=replay_turns(pair.enabled, chatml_forced), tool=tool)
+            score, answer = scorer.score(task, ep.answer_text)
+        except AgentError as exc:
+            rec["error"] = f"agent: {exc}"
+            return rec
+        except HarnessError as exc:
+            rec["error"] = f"harness: {exc}"
+            return rec
+        except Exception as exc:  # a bug or an odd reply must not kill a long run
+            rec["error"] = f"unexpected {type(exc).__name__}: {exc}"
+            return rec
+        _finish(rec, task, ep, score, answer)
+        return rec
+
+    names = ",".join(sp.name if sp.name != "mask" else f"mask:{sp.masks}" for sp in specs)
+    _execute(units, one, writer, client, summary, f"{opts.benchmark} {model_label} arms {names}", quiet, on_record)
     return summary
