@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -1105,35 +1106,75 @@ def diff_cmd(old: str, new: str, as_json: bool) -> None:
 # ---- verify (measured vs projected)
 @cli.command()
 @runs_argument()
-@click.option("--prune", "prune_json", type=click.Path(dir_okay=False), default=None,
-              help="prune --json output whose prune set to verify (default: the `pruned` records' meta.excluded).")
+@click.option("--prune", "prune_json", default=None,
+              help="The prune set: prune --json output, or skill ids 'a,b' (default: the `pruned` "
+                   "records' meta.excluded).")
+@skills_option()
+@click.option("--endpoint", default=None,
+              help="Re-run the touched pairs first (as `pruned` arms) against this OpenAI-compatible URL.")
+@click.option("--model", "model_name", default=None, help="With --endpoint: the model name sent to it.")
+@click.option("--model-label", default=None,
+              help="With --endpoint: the logged model whose pairs to re-run (default: --model).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="With --endpoint: the JSON Lines log the re-runs are appended to (resumable).")
+@click.option("--data", type=click.Path(), default=None,
+              help="With --endpoint: the benchmark file (default: ../shared/data/<file>).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="With --endpoint: environment variable holding the API key (never logged).")
 @bootstrap_option("Task-level bootstrap resamples for the projected and measured CIs.")
 @seed_option()
 @strict_option
 @json_option
+@quiet_option
 @reports_errors
-def verify(runs: tuple[str, ...], prune_json: str | None, n_boot: int, seed: int, strict: bool,
-           as_json: bool) -> None:
+def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | None, endpoint: str | None,
+           model_name: str | None, model_label: str | None, out_path: str | None, data: str | None,
+           api_key_env: str, n_boot: int, seed: int, strict: bool, as_json: bool, quiet: bool) -> None:
     """Measured vs projected RAE of removing the prune set, from `pruned` re-runs.
 
     prune projects that a retrieving pair left with no skill falls back to its disabled outcome;
     the `pruned` arm re-runs every retrieving pair whose skills touched the prune set, replaying
     its tool call against the library without it. Both RAEs are over the same retrieving pairs,
-    overall and per pruned skill, with task-level CIs. Produce the re-runs with
-    `skillaudit run --arms pruned --prune PRUNE.json ...`.
+    overall and per pruned skill, with task-level CIs. With --endpoint (and --skills, --model,
+    --out) the re-runs are made first, with the base runs' own sampling and tool settings;
+    otherwise produce them with `skillaudit run --arms pruned --prune PRUNE.json ...`.
     """
     from .verify import prune_sets_of
     from .verify import verify as _verify
 
-    paired = load_runs_for_cli(runs, strict, adherence=False)
-    arms = load_arms_for_cli(runs, paired)
     sets = None
     if prune_json is not None:
-        try:
-            doc = json.loads(open(prune_json, encoding="utf-8").read())  # noqa: SIM115 - read at once
-        except (OSError, ValueError) as exc:
-            raise CommandError(f"{prune_json}: cannot read a prune --json document ({exc})") from None
-        sets = prune_sets_of(doc)
+        if os.path.isfile(prune_json) and prune_json.endswith(".json"):
+            try:
+                doc = json.loads(open(prune_json, encoding="utf-8").read())  # noqa: SIM115 - read at once
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"{prune_json}: cannot read a prune --json document ({exc})") from None
+            sets = prune_sets_of(doc)
+        else:
+            from .harness.runner import parse_exclude
+
+            ids = parse_exclude(prune_json)
+            if not ids:
+                raise CommandError(f"--prune {prune_json!r}: no skill ids")
+            sets = {"*": ids}
+    if endpoint is not None:
+        if not (skills_path and model_name and out_path):
+            raise CommandError("verify --endpoint needs --skills, --model and --out")
+        if not sets:
+            raise CommandError("verify --endpoint needs --prune: the prune set to re-run without")
+        from .verify import rerun_pruned
+
+        label = model_label or model_name
+        prune_ids = tuple(sets.get(label) or sets.get("*") or ())
+        if not prune_ids:
+            raise CommandError(f"--prune: the prune set has no entry for model {label!r}")
+        for line in rerun_pruned(runs, skills_path, endpoint, model_name, label, out_path, prune_ids,
+                                 os.environ.get(api_key_env) or None, data=data, quiet=quiet or as_json):
+            if not quiet and not as_json:
+                click.echo(line, err=True)
+        runs = (*runs, out_path)
+    paired = load_runs_for_cli(runs, strict, adherence=False)
+    arms = load_arms_for_cli(runs, paired)
     result = _verify(paired, arms, sets, n_boot=n_boot, seed=seed)
     if as_json:
         emit_json({**result.to_dict(), "inputs": list(runs)})

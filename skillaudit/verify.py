@@ -16,6 +16,7 @@ its own interval.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +101,8 @@ def verify(runs: PairedRuns, arms: ArmRecords | None, prune_sets: dict[str, tupl
     for mi in np.unique(runs.model[arms.pair[rows_p]]).tolist():
         model = runs.models[mi]
         mine = rows_p[runs.model[arms.pair[rows_p]] == mi]
-        excluded = tuple(sorted(set(prune_sets[model]) if prune_sets and model in prune_sets
+        chosen = (prune_sets.get(model) or prune_sets.get("*")) if prune_sets else None
+        excluded = tuple(sorted(set(chosen) if chosen
                                 else {s for i in mine.tolist() for s in arms.excluded[i]}))
         in_model = runs.model == mi
         call = in_model & runs.retrieved
@@ -156,3 +158,40 @@ def prune_sets_of(doc: dict[str, Any]) -> dict[str, tuple[str, ...]]:
             for m in r.get("models") or ["*"]:
                 out.setdefault(m, set()).add(r["skill_id"])
     return {m: tuple(sorted(v)) for m, v in out.items()}
+
+
+def rerun_pruned(paths: tuple[str, ...], skills: str, endpoint: str, model: str, label: str, out: str,
+                 prune: tuple[str, ...], api_key: str | None = None, data: str | None = None,
+                 quiet: bool = False) -> Iterator[str]:
+    """Make the `pruned` re-runs `verify` measures: for each base log and benchmark of `label`,
+    replay the touched retrieving pairs against the library without `prune`, with the base runs'
+    own sampling and tool settings (from their records' meta). Yields one summary line per log."""
+    from .harness.agent import AgentConfig
+    from .harness.arms import base_models, read_base
+    from .harness.runner import RunOptions, run_arms
+
+    done = 0
+    for path in paths:
+        if path == "-" or path == out:
+            continue
+        for m, bench in sorted(base_models(path)):
+            if m != label:
+                continue
+            pairs = read_base(path, label, bench)
+            if not pairs:
+                continue
+            meta = next(iter(pairs.values())).enabled.get("meta") or {}
+            agent = AgentConfig(
+                endpoint=endpoint, model=model, api_key=api_key,
+                temperature=float(meta.get("temperature", 0.7)), max_tokens=int(meta.get("max_tokens", 512)),
+                tool_mode=str(meta.get("tool_call_mode", "text")), tool_choice=str(meta.get("tool_choice", "auto")),
+                max_calls=int(meta.get("max_calls", 3)), unescape_html=bool(meta.get("unescape_html", False)),
+                top_k=int(meta.get("top_k", 3)))
+            opts = RunOptions(benchmark=bench, out=out, agent=agent, skills=skills, model_label=label, data=data,
+                              arms="pruned", base=path, prune=prune)
+            summary = run_arms(opts, quiet=quiet)
+            done += 1
+            yield (f"{path} ({bench}): re-ran {summary.written} touched pair(s) without "
+                   f"{', '.join(prune)}, {summary.skipped} already logged, {summary.errors} error(s)")
+    if not done:
+        raise InputError(f"no pairs of model {label!r} in {', '.join(paths)} to re-run (set --model-label)")
