@@ -179,12 +179,14 @@ def load_library_for_cli(path: str | None) -> Any:
 @bootstrap_option("Paired bootstrap resamples (task level, epochs kept together); 0 = no CIs.")
 @seed_option()
 @mid_p_option
+@click.option("--by-top-k", is_flag=True,
+              help="Split by retrieval depth (meta.top_k, one depth per file): one result per depth.")
 @jobs_option
 @strict_option
 @json_option
 @reports_errors
 def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boot: int, seed: int,
-            mid_p: bool, jobs: int, strict: bool, as_json: bool) -> None:
+            mid_p: bool, by_top_k: bool, jobs: int, strict: bool, as_json: bool) -> None:
     """Paired effects per model and benchmark: aggregate lift, OAE, RAE, delta_skip.
 
     RAE is (rescues - harms) / pairs on the tasks whose enabled run got skills back; OAE the same
@@ -196,6 +198,24 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
     from .metrics import compute_metrics
 
     lib = load_library_for_cli(skills_path)
+    if by_top_k:
+        from .metrics import top_k_of_files
+
+        docs = []
+        for k, files in sorted(top_k_of_files(runs).items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            paired = load_runs_for_cli(tuple(files), strict, lib, jobs)
+            arms = load_arms_for_cli(tuple(files), paired)
+            result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+            if as_json:
+                docs.append({"top_k": k, "inputs": files, **result.to_dict()})
+                continue
+            from .render import metrics_table
+
+            click.echo(f"top_k = {k if k is not None else 'not logged'} ({', '.join(files)})")
+            metrics_table(result)
+        if as_json:
+            emit_json({"schema": "skillaudit.metrics-by-top-k/v1", "by_top_k": docs})
+        return
     paired = load_runs_for_cli(runs, strict, lib, jobs)
     arms = load_arms_for_cli(runs, paired)
     result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)

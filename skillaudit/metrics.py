@@ -277,3 +277,48 @@ def compute_metrics(
         n_unpaired=runs.n_unpaired,
         n_error_pairs=runs.n_error_pairs,
     )
+
+
+def top_k_of_files(paths: tuple[str, ...] | list[str]) -> dict[int | None, list[str]]:
+    """Input files grouped by the retrieval depth their enabled records logged (`meta.top_k`).
+
+    A file is one run, so one depth; a file whose records log several depths is an error (split it
+    by depth). Records of this harness from before `top_k` was logged used 3; a file with no
+    harness records falls in the `None` group (depth not logged).
+    """
+    import orjson
+
+    from .errors import RunLogError
+    from .runs import _open
+
+    groups: dict[int | None, list[str]] = {}
+    for path in paths:
+        if path == "-":
+            raise RunLogError("--by-top-k reads each file on its own: give the logs as files, not '-'")
+        name, fh = _open(path)
+        seen: set[int | None] = set()
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if b'"enabled"' not in line or (b'"top_k"' not in line and b'"harness"' not in line):
+                    continue
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    raise RunLogError(f"{name}:{lineno}: invalid JSON") from None
+                if not isinstance(rec, dict) or rec.get("condition") != "enabled" or rec.get("arm") is not None:
+                    continue
+                meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+                k = meta.get("top_k", 3 if "harness" in meta else None)
+                if k is not None and (type(k) is not int or k < 1):
+                    raise RunLogError(f"{name}:{lineno}: 'meta.top_k' must be an integer >= 1")
+                seen.add(k)
+        except OSError as exc:
+            raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        finally:
+            fh.close()
+        if len(seen) > 1:
+            raise RunLogError(f"{name}: holds runs of several retrieval depths "
+                              f"({', '.join(str(k) for k in sorted(k for k in seen if k is not None))}); "
+                              "--by-top-k needs one depth per file")
+        groups.setdefault(next(iter(seen)) if seen else None, []).append(path)
+    return groups

@@ -162,3 +162,32 @@ def test_simulate_writes_a_named_scenario(tmp_path):
     assert res.exit_code == 0, res.output
     truth = json.loads((tmp_path / "s" / "truth.json").read_text())
     assert truth["settings"]["models"] == ["model-a", "model-b"] and truth["settings"]["model_signs"] == [1.0, -1.0]
+
+
+def _depth_log(path, k, flips):
+    """A log of one task per flip ('b' rescue, 'c' harm, '=' tie) whose enabled records log meta.top_k = k."""
+    lines = []
+    for i, f in enumerate(flips):
+        on, off = {"b": (1, 0), "c": (0, 1), "=": (1, 1)}[f]
+        lines.append({"task_id": f"t{i}", "condition": "enabled", "correct": on, "retrieved": ["s1"],
+                      "meta": {"harness": "skillaudit", "top_k": k}})
+        lines.append({"task_id": f"t{i}", "condition": "disabled", "correct": off})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return str(path)
+
+
+def test_metrics_by_top_k_gives_one_result_per_retrieval_depth(tmp_path):
+    """metrics --by-top-k splits the logs by their logged depth and computes each depth's RAE on its own."""
+    a = _depth_log(tmp_path / "k1.jsonl", 1, "bbc=")
+    b = _depth_log(tmp_path / "k5.jsonl", 5, "cc=")
+    r = CliRunner().invoke(cli, ["metrics", a, b, "--by-top-k", "--bootstrap", "0", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    got = {d["top_k"]: next(g for g in d["groups"] if g["benchmark"] == "default")["rae"] for d in doc["by_top_k"]}
+    assert got == {1: pytest.approx((2 - 1) / 4), 5: pytest.approx(-2 / 3)}
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(open(a).read() + open(b).read().replace('"task_id": "t', '"task_id": "u'), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["metrics", str(mixed), "--by-top-k"])
+    assert r.exit_code == 2
+    assert r.output == (f"Error: {mixed}: holds runs of several retrieval depths (1, 5); "
+                        "--by-top-k needs one depth per file\n")
