@@ -309,19 +309,20 @@ def mask_draw(retrieved: tuple[str, ...], seed: int) -> tuple[tuple[str, ...], t
 def arm_units(pairs: dict[tuple[str, int], BasePair], specs: tuple[ArmSpec, ...],
               prune: frozenset[str] = frozenset()) -> Iterator[tuple[BasePair, str, int]]:
     """(pair, arm, mask index) to run: enabled arms on S_call pairs (`pruned`: only those whose
-    retrieved set touches the prune set), `replicate` on every pair."""
-    for spec in specs:
-        for key in sorted(pairs):
-            pair = pairs[key]
+    retrieved set touches the prune set), `replicate` on every pair.
+
+    Task-major order (every arm of one pair, then the next pair), so a run stopped early holds all
+    its arms for the same tasks and the arms compare like with like.
+    """
+    for key in sorted(pairs):
+        pair = pairs[key]
+        got = pair.retrieved
+        for spec in specs:
             if spec.name == "replicate":
                 yield pair, "replicate", -1
+            elif not got or (spec.name == "pruned" and not (set(got) & prune)):
                 continue
-            got = pair.retrieved
-            if not got:
-                continue
-            if spec.name == "pruned" and not (set(got) & prune):
-                continue
-            if spec.name == "mask":
+            elif spec.name == "mask":
                 for m in range(spec.masks):
                     yield pair, "mask", m
             else:
