@@ -288,7 +288,7 @@ if msgspec is not None:
         retrieved: list[str] | None = None
         invoked: bool | Literal[0, 1] | None = None
         error: Any = None
-        arm: str | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.arms
+        arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.arms
 
     class _Rec(_RecCore, gc=False):
         answer: Any = None
@@ -302,6 +302,7 @@ else:  # pragma: no cover - msgspec is optional; every block takes the exact pat
 
 
 _MAX_EPOCH = 2**63 - 1
+_F32_MAX = float(np.finfo(np.float32).max)  # scores are kept as float32: larger ones are clipped
 # Numbers one reader could take for infinity: an exponent of 3 digits, or 200 digits in a row
 # (below both, |x| < 10**299). A block holding one skips msgspec, which does not look at the
 # value of a number in a field it skips; the exact path then rejects a non-finite number anywhere.
@@ -539,7 +540,7 @@ def _add_retrieved(st: _State, base: int, pos: np.ndarray, col: np.ndarray,
     st.ret["rec"].append(base + grec)
     st.ret["col"].append(col[gpos].astype(np.int32))
     st.ret["rk"].append(rank.astype(np.float32))
-    st.ret["sc"].append(gscore[go].astype(np.float32))
+    st.ret["sc"].append(np.clip(gscore[go], -_F32_MAX, _F32_MAX).astype(np.float32))  # nan stays nan
     return gpos, grec, bounds
 
 
@@ -594,7 +595,14 @@ def _fits_fast_path(blob: bytes) -> bool:
     """No NUL byte, valid UTF-8 everywhere and no number that could be non-finite (msgspec skips
     fields it does not build unchecked)."""
     return (b"\0" not in blob and (blob.isascii() or _valid_utf8(blob))  # one C scan of the block
-            and _MAYBE_HUGE.search(blob) is None)
+            and not _maybe_huge(blob))
+
+
+def _maybe_huge(blob: bytes) -> bool:
+    """_MAYBE_HUGE matches somewhere in `blob` (in C when the scanner is built: 1 GB/s, not 0.1)."""
+    if _scan is not None:
+        return _scan.maybe_huge(blob)
+    return _MAYBE_HUGE.search(blob) is not None
 
 
 def _feed_block(st: _State, blob: bytes, lines: list[bytes], lineno: int, file_ix: int) -> None:

@@ -227,3 +227,22 @@ def test_every_command_rejects_a_non_finite_answer(write_jsonl, tmp_path, monkey
     assert res.exit_code == 2, res.output
     assert res.output.endswith("Error: runs.jsonl:3: non-finite number (column 64); JSON numbers must be finite "
                                "(no NaN, Infinity or 1e400)\n")
+
+
+def test_scores_beyond_float32_are_clipped_not_infinite(write_jsonl, reader):
+    import warnings
+
+    recs = pair("t", True, False, retrieved=["a"])
+    recs[0]["retrievals"][0]["skills"][0]["score"] = 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = load_runs([write_jsonl(recs)])
+    assert got.retrieval_scores.tolist() == [pytest.approx(3.4028234663852886e38)]
+
+
+def test_empty_arm_is_an_error_on_every_path(write_jsonl, tmp_path, monkeypatch, reader):
+    monkeypatch.chdir(tmp_path)
+    write_jsonl([*pair("a", True, False), '{"task_id": "t", "condition": "on", "correct": true, "arm": ""}'])
+    with pytest.raises(RunLogError) as err:
+        load_runs(["runs.jsonl"])
+    assert str(err.value) == "runs.jsonl:3: 'arm' must be a non-empty string, got \"\""
