@@ -112,7 +112,12 @@ def _mutate_line(rng: random.Random, line: str) -> str:
         v = rng.choice(["null", "1", "2", '""', '"x"', "[]", "{}", "[1]", "true", "1.5", '["a", 1]', "-3"])
         return line[:-1] + f', "{key}": {v}}}'
     if kind == 4:  # a missing field
-        rec = json.loads(line)
+        try:
+            rec = json.loads(line)
+        except ValueError:  # an earlier mutation broke it
+            return line[: len(line) // 2]
+        if not isinstance(rec, dict) or not rec:
+            return line
         rec.pop(rng.choice(list(rec)), None)
         return json.dumps(rec)
     if kind == 5:  # escapes and surrogates in ids

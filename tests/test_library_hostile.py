@@ -130,7 +130,7 @@ def _walk(root: Path) -> dict[str, str]:
 
 
 def test_apply_copies_links_as_links_never_what_they_point_to(sim_dir, tmp_path):
-    out, sim = sim_dir
+    out, _sim = sim_dir
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("TOKEN=hunter2\n")
