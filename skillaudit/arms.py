@@ -107,10 +107,16 @@ def _ids(value: Any, what: str) -> tuple[str, ...]:
 def _shown(rec: dict[str, Any]) -> tuple[str, ...]:
     """The skill ids the arm's tool returned, in order (from `retrievals` / `retrieved`)."""
     out: list[str] = []
-    for call in rec.get("retrievals") or []:
+    calls = rec.get("retrievals") or []
+    if not isinstance(calls, list):
+        raise ValueError("'retrievals' must be a list of calls")
+    for call in calls:
         if not isinstance(call, dict):
             raise ValueError("each entry of 'retrievals' must be an object")
-        for s in call.get("skills") or []:
+        skills = call.get("skills") or []
+        if not isinstance(skills, list):
+            raise ValueError("'retrievals[].skills' must be a list")
+        for s in skills:
             sid = s if isinstance(s, str) else (s.get("id") if isinstance(s, dict) else None)
             if not isinstance(sid, str):
                 raise ValueError("each retrieved skill must be an id string or an object with a string 'id'")

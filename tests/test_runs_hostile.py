@@ -246,3 +246,16 @@ def test_empty_arm_is_an_error_on_every_path(write_jsonl, tmp_path, monkeypatch,
     with pytest.raises(RunLogError) as err:
         load_runs(["runs.jsonl"])
     assert str(err.value) == "runs.jsonl:3: 'arm' must be a non-empty string, got \"\""
+
+
+@pytest.mark.parametrize("value", ["1.5", '"x"', '[{"skills": 7}]', '{"a": 1}'])
+def test_arm_records_with_bad_retrievals_are_one_line(write_jsonl, tmp_path, monkeypatch, value):
+    """Found by bench/fuzz_runs.py: an arm record's retrievals of the wrong type was a TypeError."""
+    monkeypatch.chdir(tmp_path)
+    recs = [json.dumps(r) for i in range(3) for r in pair(f"t{i}", True, False)]
+    write_jsonl([*recs, f'{{"task_id": "t0", "condition": "on", "correct": true, "arm": "random", '
+                        f'"retrievals": {value}}}'])
+    for cmd in (["metrics", "--bootstrap", "0"], ["rank", "--bootstrap", "0"]):
+        res = CliRunner().invoke(cli, [*cmd, "runs.jsonl"])
+        assert res.exit_code == 2, res.output
+        assert res.output.splitlines()[-1].startswith("Error: runs.jsonl:7: ")
