@@ -800,6 +800,10 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     say = _progress(quiet)
     inputs = [*runs, *([skills_path] if skills_path else [])]
     check_out_dir(out_dir, inputs)  # fail before the long steps
+    from ._io import folder_lock
+
+    # one writer per --out folder: a second audit into it fails now, not after the long steps
+    click.get_current_context().with_resource(folder_lock(out_dir))
     if say and demo:
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
