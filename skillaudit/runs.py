@@ -704,7 +704,7 @@ def _blocks(fh: IO[bytes], seekable: bool, left: int, bom: bool = False) -> Iter
                 raise _LineError(f"line longer than {_MAX_LINE >> 20} MiB: not a run-log record")
             continue
         if pending:
-            pending.append(chunk[:end])
+            pending.append(memoryview(chunk)[:end])
             block: bytes | memoryview = b"".join(pending)
             pending, n_pending = [], 0
         else:
