@@ -22,6 +22,8 @@ causal surrogate (`causal_effects`).
 from __future__ import annotations
 
 import math
+import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -136,6 +138,14 @@ def load_arms(paths: Iterable[str], runs: PairedRuns) -> ArmRecords | None:
     paths = [str(p) for p in paths]
     if "-" in paths:
         raise InputError("arm records cannot be read from standard input: give the log as a file")
+    for p in paths:  # they are read in a second pass: a FIFO or <(...) is empty (or blocks) by then
+        try:
+            regular = stat.S_ISREG(os.stat(p).st_mode)
+        except OSError:
+            regular = True  # _open says what is wrong
+        if not regular:
+            raise InputError(f"{p}: arm records cannot be read from a stream (a FIFO or <(...)): "
+                             "give the log as a file")
     key_of: dict[tuple, str] = {}
     main = {(runs.models[m], runs.benchmarks[b], runs.tasks[t], int(e)): i for i, (m, b, t, e) in
             enumerate(zip(runs.model.tolist(), runs.benchmark.tolist(), runs.task.tolist(),

@@ -259,3 +259,26 @@ def test_arm_records_with_bad_retrievals_are_one_line(write_jsonl, tmp_path, mon
         res = CliRunner().invoke(cli, [*cmd, "runs.jsonl"])
         assert res.exit_code == 2, res.output
         assert res.output.splitlines()[-1].startswith("Error: runs.jsonl:7: ")
+
+
+def test_a_stream_with_arm_records_is_one_line_not_a_hang(tmp_path):
+    """Arm records are read in a second pass, which a FIFO cannot give: a one-line error, at once."""
+    data = _log(12) + b'{"task_id": "t0", "condition": "on", "correct": true, "arm": "random"}\n'
+    cmd = f'"{sys.executable}" -m skillaudit.cli metrics --bootstrap 0 <(cat "{tmp_path / "src"}")'
+    (tmp_path / "src").write_bytes(data)
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, env=ENV, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines()[-1].endswith(
+        ": arm records cannot be read from a stream (a FIFO or <(...)): give the log as a file")
+
+
+def test_audit_reads_a_fifo_once(tmp_path):
+    """audit hashes its inputs: a stream is not opened a second time (that hung on a FIFO)."""
+    (tmp_path / "src").write_bytes(_log(40))
+    out = tmp_path / "rep"
+    cmd = (f'"{sys.executable}" -m skillaudit.cli audit --quiet --embedder tfidf --bootstrap 20 '
+           f'--regression-bootstrap 0 --out "{out}" <(cat "{tmp_path / "src"}")')
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, env=ENV, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    doc = json.loads((out / "audit.json").read_text())
+    assert doc["inputs"]["runs"][0]["sha256"] is None
