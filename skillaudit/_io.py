@@ -145,7 +145,6 @@ def folder_lock(path: str | os.PathLike) -> Iterator[None]:
     from .errors import OutputError
 
     path = Path(path).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = str(path.parent / f".{path.name}.lock")
     if lock in _held:
         _held[lock] += 1
@@ -154,7 +153,11 @@ def folder_lock(path: str | os.PathLike) -> Iterator[None]:
         finally:
             _held[lock] -= 1
         return
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write there: {exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

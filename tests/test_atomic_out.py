@@ -162,3 +162,11 @@ def test_killed_audit_leaves_a_complete_report(sim, tmp_path, step):
     subprocess.run([*cmd, "--seed", "3"], check=True, env=_env(), timeout=120, capture_output=True)
     assert json.loads((out / "audit.json").read_text())["inputs"]["settings"]["seed"] == 3
     assert _leftovers(out) == []
+
+
+def test_an_unwritable_place_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OutputError, match=r"/file/rep: cannot write there: (Not a directory|File exists)$"):
+        with _io.atomic_directory(blocker / "rep"):
+            pass
