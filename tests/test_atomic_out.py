@@ -167,6 +167,6 @@ def test_killed_audit_leaves_a_complete_report(sim, tmp_path, step):
 def test_an_unwritable_place_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(OutputError, match=r"/file/rep: cannot write there: (Not a directory|File exists)$"):
-        with _io.atomic_directory(blocker / "rep"):
-            pass
+    with (pytest.raises(OutputError, match=r"/file/rep: cannot write there: (Not a directory|File exists)$"),
+          _io.atomic_directory(blocker / "rep")):
+        pass
