@@ -80,7 +80,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 # renameat2(RENAME_EXCHANGE) where the kernel and file system have it (one atomic step: NAME is
 # always the old or the new folder; the old one is then under the temporary name and removed),
 # else by two renames (NAME -> `.NAME.old-PID`, temp -> NAME). Writers of one NAME take an
-# exclusive flock on `.NAME.lock` first; a second writer fails at once with its pid. Under the
+# exclusive flock on `.NAME.lock` first (removed when done); a second writer fails at once
+# with the holder's pid. Under the
 # lock, what dead writers left (temp folders, an `.old-PID` folder) is cleaned up, and an
 # `.old-PID` folder of a writer killed between its two renames is renamed back to NAME.
 AT_FDCWD = -100
@@ -153,18 +154,27 @@ def folder_lock(path: str | os.PathLike) -> Iterator[None]:
         finally:
             _held[lock] -= 1
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write there: {exc.strerror or exc}") from None
-    try:
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write there: {exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             other = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
             raise OutputError(f"{path}: is being written by another skillaudit (pid {other}); "
                               "wait for it to finish") from None
+        try:  # the lock file is removed by its holder when done: is ours still the one at `lock`?
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # a holder removed it between our open and our flock: take the new one
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         _held[lock] = 1
@@ -174,7 +184,7 @@ def folder_lock(path: str | os.PathLike) -> Iterator[None]:
         finally:
             del _held[lock]
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
+                os.unlink(lock)  # still holding it: a writer waiting on this file retries on the next one
     finally:
         os.close(fd)  # releases the flock
 

@@ -170,3 +170,11 @@ def test_an_unwritable_place_is_one_line(tmp_path):
     with (pytest.raises(OutputError, match=r"/file/rep: cannot write there: (Not a directory|File exists)$"),
           _io.atomic_directory(blocker / "rep")):
         pass
+
+
+def test_the_lock_file_goes_when_done(tmp_path):
+    out = tmp_path / "rep"
+    with _io.atomic_directory(out) as tmp:
+        (tmp / "x").write_text("1")
+        assert (tmp_path / ".rep.lock").read_text() == f"{os.getpid()}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
