@@ -16,7 +16,6 @@ import click
 
 from . import __version__
 from ._io import jsonable
-from ._term import clean
 from .errors import SkillauditError
 
 
@@ -24,6 +23,8 @@ class CommandError(click.ClickException):
     """A library error shown as one line, with the error's own exit status."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:
+        from ._term import clean
+
         super().__init__(clean(message))  # names and paths in it may come from logs and skills
         self.exit_code = exit_code
 
@@ -104,6 +105,8 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def echo(message: Any = "", err: bool = False, nl: bool = True) -> None:
     """click.echo of a human-readable line, terminal controls in it escaped (`skillaudit._term`)."""
+    from ._term import clean
+
     click.echo(clean(message), err=err, nl=nl)
 
 
@@ -1017,9 +1020,9 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
         return
     if not quiet:
         n_en = summary.written  # records this session
-        echo(f"{summary.out}: wrote {n_en} record(s), skipped {summary.skipped} already logged, "
+        click.echo(f"{summary.out}: wrote {n_en} record(s), skipped {summary.skipped} already logged, "
                    f"{summary.errors} error(s), {summary.wall_s:.0f}s", err=True)
-        echo(f"correct: enabled {summary.correct['enabled']}, disabled {summary.correct['disabled']}; "
+        click.echo(f"correct: enabled {summary.correct['enabled']}, disabled {summary.correct['disabled']}; "
                    f"enabled runs that searched {summary.invoked}, got skills {summary.retrieved}", err=True)
 
 
