@@ -1027,6 +1027,43 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(maybe_huge_doc,
+"maybe_huge(block) -> bool\n\n"
+"Whether the bytes hold what could be a number too large for a double: an exponent of three\n"
+"digits after a digit or '.', or 200 digits in a row (runs.py's _MAYBE_HUGE, without a regex).");
+
+static PyObject *maybe_huge(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    const unsigned char *p = view.buf, *end = p + view.len;
+    int found = 0;
+    Py_ssize_t run = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (const unsigned char *q = p; q < end; q++) {
+        unsigned char ch = *q;
+        if (ch >= '0' && ch <= '9') {
+            if (++run >= 200) {
+                found = 1;
+                break;
+            }
+            continue;
+        }
+        run = 0;
+        if ((ch == 'e' || ch == 'E') && q > p && ((q[-1] >= '0' && q[-1] <= '9') || q[-1] == '.')) {
+            const unsigned char *d = q + 1;
+            if (d < end && (*d == '+' || *d == '-')) d++;
+            if (end - d >= 3 && d[0] >= '0' && d[0] <= '9' && d[1] >= '0' && d[1] <= '9' && d[2] >= '0' &&
+                d[2] <= '9') {
+                found = 1;
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(found);
+}
+
 static PyObject *tables(PyObject *self, PyObject *unused) {
     Tables *ts = calloc(1, sizeof(Tables));
     if (!ts) return PyErr_NoMemory();
@@ -1039,6 +1076,7 @@ static PyMethodDef methods[] = {
     {"tables", tables, METH_NOARGS,
      "tables() -> capsule\n\nThe id caches scan() keeps between calls for one set of vocabularies."},
     {"scan", scan, METH_VARARGS, scan_doc},
+    {"maybe_huge", maybe_huge, METH_VARARGS, maybe_huge_doc},
     {NULL, NULL, 0, NULL},
 };
 

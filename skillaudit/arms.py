@@ -22,6 +22,8 @@ causal surrogate (`causal_effects`).
 from __future__ import annotations
 
 import math
+import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,10 +109,16 @@ def _ids(value: Any, what: str) -> tuple[str, ...]:
 def _shown(rec: dict[str, Any]) -> tuple[str, ...]:
     """The skill ids the arm's tool returned, in order (from `retrievals` / `retrieved`)."""
     out: list[str] = []
-    for call in rec.get("retrievals") or []:
+    calls = rec.get("retrievals") or []
+    if not isinstance(calls, list):
+        raise ValueError("'retrievals' must be a list of calls")
+    for call in calls:
         if not isinstance(call, dict):
             raise ValueError("each entry of 'retrievals' must be an object")
-        for s in call.get("skills") or []:
+        skills = call.get("skills") or []
+        if not isinstance(skills, list):
+            raise ValueError("'retrievals[].skills' must be a list")
+        for s in skills:
             sid = s if isinstance(s, str) else (s.get("id") if isinstance(s, dict) else None)
             if not isinstance(sid, str):
                 raise ValueError("each retrieved skill must be an id string or an object with a string 'id'")
@@ -130,6 +138,14 @@ def load_arms(paths: Iterable[str], runs: PairedRuns) -> ArmRecords | None:
     paths = [str(p) for p in paths]
     if "-" in paths:
         raise InputError("arm records cannot be read from standard input: give the log as a file")
+    for p in paths:  # they are read in a second pass: a FIFO or <(...) is empty (or blocks) by then
+        try:
+            regular = stat.S_ISREG(os.stat(p).st_mode)
+        except OSError:
+            regular = True  # _open says what is wrong
+        if not regular:
+            raise InputError(f"{p}: arm records cannot be read from a stream (a FIFO or <(...)): "
+                             "give the log as a file")
     key_of: dict[tuple, str] = {}
     main = {(runs.models[m], runs.benchmarks[b], runs.tasks[t], int(e)): i for i, (m, b, t, e) in
             enumerate(zip(runs.model.tolist(), runs.benchmark.tolist(), runs.task.tolist(),

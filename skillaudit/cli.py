@@ -24,7 +24,9 @@ class CommandError(click.ClickException):
     """A library error shown as one line, with the error's own exit status."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:
-        super().__init__(message)
+        from ._term import clean
+
+        super().__init__(clean(message))  # names and paths in it may come from logs and skills
         self.exit_code = exit_code
 
 
@@ -102,6 +104,13 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def echo(message: Any = "", err: bool = False, nl: bool = True) -> None:
+    """click.echo of a human-readable line, terminal controls in it escaped (`skillaudit._term`)."""
+    from ._term import clean
+
+    click.echo(clean(message), err=err, nl=nl)
+
+
 def emit_json(doc: dict[str, Any]) -> None:
     """Print one JSON document (NaN becomes null) on stdout."""
     import orjson  # ten times json.dumps on a 2,000-skill ranking
@@ -110,7 +119,7 @@ def emit_json(doc: dict[str, Any]) -> None:
 
 
 def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    echo(f"warning: {message}", err=True)
 
 
 # ---------------------------------------------------------------- the group
@@ -251,7 +260,7 @@ def validate(runs: tuple[str, ...], skills_path: str | None, strict: bool) -> No
         from .runs import load_runs
 
         paired = load_runs(runs, strict=strict)
-        click.echo(
+        echo(
             f"runs: {paired.n_pairs} pairs, {len(paired.models)} model(s), "
             f"{len(paired.benchmarks)} benchmark(s), {len(paired.skills)} skill id(s) retrieved; "
             f"{paired.n_unpaired} unpaired record(s), {paired.n_error_pairs} error pair(s)"
@@ -259,12 +268,12 @@ def validate(runs: tuple[str, ...], skills_path: str | None, strict: bool) -> No
     if skills_path is not None:
         problems = validate_library(skills_path)
         for p in problems:
-            click.echo(str(p))
+            echo(str(p))
         if problems:
             raise CommandError(f"{skills_path}: {len(problems)} problem(s)", exit_code=1)
         from .library import load_library
 
-        click.echo(f"skills: {len(load_library(skills_path))} valid skill(s) in {skills_path}")
+        echo(f"skills: {len(load_library(skills_path))} valid skill(s) in {skills_path}")
 
 
 # ---- import (importers)
@@ -317,13 +326,13 @@ def _finish_import(result: Any, output: str, as_json: bool, quiet: bool) -> None
 
     records, report = result
     if not quiet:
-        click.echo(report.summary(), err=True)
+        echo(report.summary(), err=True)
         for u in report.unpaired[:20]:
-            click.echo(f"  left out: {u}", err=True)
+            echo(f"  left out: {u}", err=True)
         if len(report.unpaired) > 20:
-            click.echo(f"  ... and {len(report.unpaired) - 20} more left out", err=True)
+            echo(f"  ... and {len(report.unpaired) - 20} more left out", err=True)
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            echo(f"note: {note}", err=True)
     if report.pairs == 0:
         why = f"; first: {report.unpaired[0]}" if report.unpaired else ""
         raise CommandError(f"nothing to write: no enabled run pairs with a disabled run{why}", 2)
@@ -341,7 +350,7 @@ def _finish_import(result: Any, output: str, as_json: bool, quiet: bool) -> None
     else:
         write_records(records, output)
         if not quiet:
-            click.echo(f"wrote {len(records)} records ({report.pairs} pairs) to {output}", err=True)
+            echo(f"wrote {len(records)} records ({report.pairs} pairs) to {output}", err=True)
     if as_json:
         emit_json({**report.as_dict(), "output": output})
 
@@ -516,29 +525,29 @@ def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, e
                "interference": inter, "inputs": list(runs)}
         emit_json(doc)
         return
-    click.echo(f"embedder: {report.embedder} ({report.model_id}); "
+    echo(f"embedder: {report.embedder} ({report.model_id}); "
                f"{report.n_encoded} skill(s) encoded, {report.n_cached} from cache")
     multi = [c for c in report.clusters if len(c.skills) > 1 or c.harmful]
-    click.echo(f"\nclusters, most harmful first ({len(report.clusters)} in all; "
+    echo(f"\nclusters, most harmful first ({len(report.clusters)} in all; "
                f"{len(report.clusters) - len(multi)} single-skill clusters not shown):")
     for c in multi:
         flag = "HARMFUL" if c.harmful else "       "
-        click.echo(f"  {flag} #{c.id:<3} net {c.net:+4d} over {c.n_pairs:4d} pairs  share {c.share:+7.2f}  "
+        echo(f"  {flag} #{c.id:<3} net {c.net:+4d} over {c.n_pairs:4d} pairs  share {c.share:+7.2f}  "
                    f"[{c.label}]")
-        click.echo(f"           {', '.join(c.skills)}")
-        click.echo(f"           {c.reason}")
-    click.echo(f"\nnear-duplicates (similarity >= {report.near_duplicate_threshold:.2f}):")
+        echo(f"           {', '.join(c.skills)}")
+        echo(f"           {c.reason}")
+    echo(f"\nnear-duplicates (similarity >= {report.near_duplicate_threshold:.2f}):")
     for a, b, s in report.near_duplicates or [("(none)", "", float("nan"))]:
-        click.echo(f"  {s:.3f}  {a} ~ {b}" if b else f"  {a}")
-    click.echo("\nco-retrieval communities (Louvain):")
+        echo(f"  {s:.3f}  {a} ~ {b}" if b else f"  {a}")
+    echo("\nco-retrieval communities (Louvain):")
     for cm in comms or [{"id": "-", "skills": ["(none)"], "net": 0, "weight": 0}]:
-        click.echo(f"  {cm['id']}: net {cm['net']:+d}, {cm['weight']} co-retrievals: {', '.join(cm['skills'])}")
-    click.echo("\ninterference (worse together than either without the other):")
+        echo(f"  {cm['id']}: net {cm['net']:+d}, {cm['weight']} co-retrievals: {', '.join(cm['skills'])}")
+    echo("\ninterference (worse together than either without the other):")
     if not inter:
-        click.echo("  (none)")
+        echo("  (none)")
     for x in inter:
         a, b = x["skills"]
-        click.echo(f"  {a} + {b}: net {x['net_joint']:+d}/{x['n_joint']} together, "
+        echo(f"  {a} + {b}: net {x['net_joint']:+d}/{x['n_joint']} together, "
                    f"{x['net_a_only']:+d}/{x['n_a_only']} {a} alone, {x['net_b_only']:+d}/{x['n_b_only']} {b} alone "
                    f"(p={x['p_value']:.3g})")
 
@@ -583,7 +592,7 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
         emit_json({"schema": "skillaudit.graph/v1", "out": out, "format": fmt,
                    "nodes": g.number_of_nodes(), "edges": g.number_of_edges(), "embedder": report.embedder})
     else:
-        click.echo(f"wrote {out} ({fmt}): {g.number_of_nodes()} skills, {g.number_of_edges()} edges")
+        echo(f"wrote {out} ({fmt}): {g.number_of_nodes()} skills, {g.number_of_edges()} edges")
 
 
 # ---- rank / prune / simulate
@@ -707,7 +716,7 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
     else:
         prune_table(out)
         if apply_dir is not None:
-            click.echo(f"wrote a pruned copy of {skills_path} to {apply_dir} "
+            echo(f"wrote a pruned copy of {skills_path} to {apply_dir} "
                        f"({len(left_out or [])} skill(s) left out; see PRUNED.md)")
 
 
@@ -746,7 +755,7 @@ def simulate(out_dir: str, n_tasks: int, n_skills: int, n_harmful: int, n_helpfu
         sim = _simulate(n_tasks=n_tasks, n_skills=n_skills, n_harmful=n_harmful, n_helpful=n_helpful,
                         epochs=epochs, effect=effect, dilution=dilution, seed=seed)
     runs_path, lib_dir = sim.write(out_dir)
-    click.echo(f"wrote {runs_path} ({len(sim.records)} records) and {lib_dir} ({len(sim.skills)} skills); "
+    echo(f"wrote {runs_path} ({len(sim.records)} records) and {lib_dir} ({len(sim.skills)} skills); "
                f"planted harmful: {', '.join(sim.ids('harmful')) or 'none'}")
 
 
@@ -757,7 +766,7 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
         return None
 
     def say(message: str) -> None:
-        click.echo(f"skillaudit: {message}", err=True)
+        echo(f"skillaudit: {message}", err=True)
 
     return say
 
@@ -814,6 +823,10 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     say = _progress(quiet)
     inputs = [*runs, *([skills_path] if skills_path else [])]
     check_out_dir(out_dir, inputs)  # fail before the long steps
+    from ._io import folder_lock
+
+    # one writer per --out folder: a second audit into it fails now, not after the long steps
+    click.get_current_context().with_resource(folder_lock(out_dir))
     if say and demo:
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
@@ -837,27 +850,27 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         emit_json({**doc, "report": written})
         return
     h = result.headline
-    click.echo(h["title"])
-    click.echo(f"  {h['text']}")
+    echo(h["title"])
+    echo(f"  {h['text']}")
     for v in h["per_model"]:
         if len(h["per_model"]) > 1:
-            click.echo(f"  {v['model']}: {v['text']}")
+            echo(f"  {v['model']}: {v['text']}")
         if v.get("library_text"):
             who = f" ({v['model']})" if len(h["per_model"]) > 1 else ""
-            click.echo(f"  Library-wide or specific{who}: {v['library_text']}.")
+            echo(f"  Library-wide or specific{who}: {v['library_text']}.")
         if v["sign_text"]:
-            click.echo(f"  ⚠ sign disagreement ({v['model']}): {v['sign_text']}")
+            echo(f"  ⚠ sign disagreement ({v['model']}): {v['sign_text']}")
         if v.get("injection_text"):
-            click.echo(f"  Control arms ({v['model']}): {v['injection_text']}.")
+            echo(f"  Control arms ({v['model']}): {v['injection_text']}.")
         if v.get("aa_flip_rate") is not None:
-            click.echo(f"  A/A ({v['model']}): {v['aa_flip_rate'] * 100:.1f}% of pairs flip with no change at "
+            echo(f"  A/A ({v['model']}): {v['aa_flip_rate'] * 100:.1f}% of pairs flip with no change at "
                        f"all, vs {v['flip_rate'] * 100:.1f}% between the conditions.")
         if v.get("selection_text"):
-            click.echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
+            echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
     if h.get("action"):
-        click.echo(f"  {h['action']}")
-    click.echo(f"Report: {written['report']}")
-    click.echo(f"        (also report.md, audit.json, skills.csv and figures/ in {written['out']})")
+        echo(f"  {h['action']}")
+    echo(f"Report: {written['report']}")
+    echo(f"        (also report.md, audit.json, skills.csv and figures/ in {written['out']})")
 
 
 @cli.command()
@@ -915,8 +928,9 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     if as_json:
         emit_json(doc)
         return
-    from rich.table import Table
     from rich.text import Text
+
+    from .render import Table
 
     t = Table(title="Aggregate lift vs RAE per model (percentage points; 95% CI)")
     for col, just in [("model", "left"), ("benchmark", "left"), ("pairs", "right"), ("retrieved", "right"),
@@ -1089,9 +1103,9 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
                    **doc})
     else:
         for f in failures:
-            click.echo(f"FAIL {f.kind}: {f.message}")
+            echo(f"FAIL {f.kind}: {f.message}")
         if not failures:
-            click.echo(f"ok: nothing fails ({', '.join(fail_on)}) on {paired.n_pairs} pairs")
+            echo(f"ok: nothing fails ({', '.join(fail_on)}) on {paired.n_pairs} pairs")
     if failures:
         click.get_current_context().exit(1)
 
@@ -1112,15 +1126,15 @@ def diff_cmd(old: str, new: str, as_json: bool) -> None:
         return
     for m in d["models"]:
         change = f", change {pp(m['rae_change'])} pp {pp_ci(m['rae_change_ci'])}" if m["rae_change"] is not None else ""
-        click.echo(f"{m['model']}: verdict {m['old_verdict']} -> {m['new_verdict']}; RAE {pp(m['old_rae'])} -> "
+        echo(f"{m['model']}: verdict {m['old_verdict']} -> {m['new_verdict']}; RAE {pp(m['old_rae'])} -> "
                    f"{pp(m['new_rae'])} pp{change}")
     for x in d["library"]:
         where = "" if x["benchmark"] == "*" else f" on {x['benchmark']}"
-        click.echo(f"library {x['model']}{where}: {x['old']} -> {x['new']}")
+        echo(f"library {x['model']}{where}: {x['old']} -> {x['new']}")
     for x in d["skills"]:
-        click.echo(f"{x['skill_id']} ({x['model']}): {x['old'] or 'absent'} -> {x['new'] or 'absent'}")
+        echo(f"{x['skill_id']} ({x['model']}): {x['old'] or 'absent'} -> {x['new'] or 'absent'}")
     if not (d["library"] or d["skills"]):
-        click.echo("no skill action or library verdict changed")
+        echo("no skill action or library verdict changed")
 
 
 # ---- verify (measured vs projected)
@@ -1199,9 +1213,7 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
     if as_json:
         emit_json({**result.to_dict(), "inputs": list(runs)})
         return
-    from rich.table import Table
-
-    from .render import console, pp, pp_ci
+    from .render import Table, console, pp, pp_ci
 
     t = Table(title="Removing the prune set: projected vs measured RAE (percentage points; 95% CI)")
     for col, just in [("model", "left"), ("what", "left"), ("tasks (pairs)", "right"), ("re-run", "right"),
@@ -1245,7 +1257,7 @@ def export(runs: tuple[str, ...], out_dir: str, skills_path: str | None, jobs: i
     paired = load_runs_for_cli(runs, strict, lib, jobs)
     paths = export_parquet(paired, out_dir, inputs=runs)
     if not quiet:
-        click.echo(f"wrote {paired.n_pairs} pairs and {paired.ranks.nnz} pair-skill rows to "
+        echo(f"wrote {paired.n_pairs} pairs and {paired.ranks.nnz} pair-skill rows to "
                    f"{paths[0]} and {paths[1]}", err=True)
 
 

@@ -139,6 +139,9 @@ def _check_fields(meta: dict[str, Any], where: str, folder: str | None) -> list[
     lic = meta.get("license")
     if lic is not None and not isinstance(lic, str):
         out.append(Problem(where, "license must be a string"))
+    tools = meta.get("allowed-tools")
+    if tools is not None and not isinstance(tools, str):
+        out.append(Problem(where, "allowed-tools must be a string (space-separated tool names)"))
     for key in meta:
         if key not in KNOWN_FIELDS:
             out.append(Problem(where, f"unknown front-matter field {key!r}"))
@@ -169,15 +172,39 @@ def _simple_front_matter(text: str) -> dict[str, str] | None:
     return out or None
 
 
+class _AliasError(Exception):
+    """Front matter uses a YAML anchor or alias (refused: one alias can expand to gigabytes)."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def _refuse_aliases(text: str, loader: Any) -> None:
+    """Raise _AliasError at the first anchor (`&a`) or alias (`*a`): parse events only, nothing is built."""
+    import yaml
+
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _AliasError(event.start_mark.line + 2)  # +1: 1-based, +1: the opening '---'
+
+
 def _yaml_load(text: str) -> Any:
     """`yaml.safe_load(text)`, by libyaml's parser when pyyaml was built with it.
 
     libyaml is 14x faster on 2,000 skills; its errors are re-raised by the pure-Python parser so
-    that messages and line numbers do not depend on the build.
+    that messages and line numbers do not depend on the build. Anchors and aliases are refused
+    first (_AliasError): front matter is a few plain fields, and an alias bomb of 1 KB expands
+    to gigabytes.
     """
     import yaml
 
     fast_loader = getattr(yaml, "CSafeLoader", None)
+    if "&" in text or "*" in text:  # no anchor or alias without one of these
+        try:
+            _refuse_aliases(text, fast_loader or yaml.SafeLoader)
+        except yaml.YAMLError:
+            _refuse_aliases(text, yaml.SafeLoader)  # its own error, with the pure parser's message
     if fast_loader is not None:
         try:
             return yaml.load(text, Loader=fast_loader)  # CSafeLoader: the safe loader, in C
@@ -234,9 +261,14 @@ def _parse_skill_md(where: str, folder: str | None) -> tuple[Skill | None, list[
 
         try:
             meta = _yaml_load(fm) or {}
+        except _AliasError as exc:
+            return None, [Problem(f"{where}:{exc.line}", "YAML anchors and aliases (&name, *name) are not "
+                                  "allowed in front matter")]
         except yaml.YAMLError as exc:
             line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 2
             return None, [Problem(f"{where}:{line}", f"invalid YAML front matter: {getattr(exc, 'problem', exc)}")]
+        except RecursionError:
+            return None, [Problem(f"{where}:2", "invalid YAML front matter: nested too deeply")]
     if not isinstance(meta, dict):
         return None, [Problem(f"{where}:2", "front matter must be a mapping")]
     problems = _check_fields(meta, where, folder)
@@ -255,7 +287,7 @@ def _parse_skill_md(where: str, folder: str | None) -> tuple[Skill | None, list[
         license=meta.get("license") if isinstance(meta.get("license"), str) else None,
         compatibility=meta.get("compatibility") if isinstance(meta.get("compatibility"), str) else None,
         metadata=md if isinstance(md, dict) else {},
-        allowed_tools=str(meta["allowed-tools"]) if meta.get("allowed-tools") is not None else None,
+        allowed_tools=meta["allowed-tools"] if isinstance(meta.get("allowed-tools"), str) else None,
     )
     return skill, problems
 

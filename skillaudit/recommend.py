@@ -36,6 +36,7 @@ skills were retrieved together: they are associations, and the reasons say so.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -689,11 +690,48 @@ def pruned_markdown(result: PruneResult, library_path: str) -> str:
     return "\n".join(lines)
 
 
+def _copy_tree(src: Path, dst: Path, root: Path, skipped: list[str], drop: frozenset[str] = frozenset()) -> None:
+    """Copy folder `src` into the existing folder `dst` without following any link.
+
+    Symbolic links are copied as links (a relative one that leaves the library `root` is made
+    absolute, so it still points where it did; what it points to is never copied); special files
+    (FIFOs, sockets, devices) are skipped and listed in `skipped`; `drop`: top-level names to
+    leave out. An unreadable file or folder is an OutputError (one line).
+    """
+    try:
+        entries = sorted(os.scandir(src), key=lambda e: e.name)
+    except OSError as exc:
+        raise OutputError(f"--apply: cannot read {src}: {exc.strerror or exc}") from None
+    for entry in entries:
+        if entry.name in drop:
+            continue
+        s, d = Path(entry.path), dst / entry.name
+        try:
+            if entry.is_symlink():
+                target = os.readlink(s)
+                if not os.path.isabs(target) and not is_within(Path(os.path.normpath(s.parent / target)), root):
+                    target = os.path.normpath(s.parent / target)
+                os.symlink(target, d)
+            elif entry.is_dir(follow_symlinks=False):
+                d.mkdir()
+                _copy_tree(s, d, root, skipped)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copy2(s, d, follow_symlinks=False)
+            else:
+                skipped.append(str(s.relative_to(root)))
+        except OutputError:
+            raise
+        except OSError as exc:
+            raise OutputError(f"--apply: cannot copy {s}: {exc.strerror or exc}") from None
+
+
 def apply_prune(library: Any, result: PruneResult, out_dir: str | Path) -> list[str]:
     """Write a pruned copy of `library` (folder or .jsonl) plus PRUNED.md into `out_dir`.
 
     Refuses (OutputError) to write into the library itself or inside it, or into a non-empty
-    folder; the original is only read. Returns the ids left out.
+    folder; the original is only read. Pruned skills are left out by folder (whatever their
+    SKILL.md is, a link included); links are copied as links, never followed, so nothing outside
+    the library is copied; special files are skipped (PRUNED.md lists them). Returns the ids left out.
     """
     src = Path(library.source).resolve()
     out = Path(out_dir).resolve()
@@ -707,23 +745,32 @@ def apply_prune(library: Any, result: PruneResult, out_dir: str | Path) -> list[
     drop = set(result.removable(result.settings.get("models") or ["*"]))
     by_id = {s.id: s for s in library.skills}
     left_out = sorted(d for d in drop if d in by_id)
+    skipped: list[str] = []
     with atomic_directory(out) as tmp:
         if src.is_dir():
-            dropped_dirs = {Path(by_id[d].path).resolve().parent for d in left_out if by_id[d].path}
-            for entry in sorted(src.iterdir()):
-                if entry.resolve() in dropped_dirs:
-                    continue
-                if entry.is_dir():
-                    shutil.copytree(entry, tmp / entry.name, symlinks=True)
-                else:
-                    shutil.copy2(entry, tmp / entry.name, follow_symlinks=False)
+            root = Path(library.source)
+            names = set()
+            for d in left_out:  # a folder skill's path is <library>/<folder>/SKILL.md, as it was read
+                p = Path(by_id[d].path)
+                if p.parent == root:
+                    names.add(p.name)  # the library's own SKILL.md
+                elif p.parent.parent == root:
+                    names.add(p.parent.name)
+            _copy_tree(root.absolute(), tmp, root.absolute(), skipped, frozenset(names))
         else:
             keep_lines = []
             drop_lines = {by_id[d].path for d in left_out}
-            with src.open("rb") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    if f"{Path(library.source)}:{lineno}" not in drop_lines:
-                        keep_lines.append(line)
+            try:
+                with src.open("rb") as fh:
+                    for lineno, line in enumerate(fh, 1):
+                        if f"{Path(library.source)}:{lineno}" not in drop_lines:
+                            keep_lines.append(line)
+            except OSError as exc:
+                raise OutputError(f"--apply: cannot read {library.source}: {exc.strerror or exc}") from None
             (tmp / src.name).write_bytes(b"".join(keep_lines))
-        (tmp / "PRUNED.md").write_text(pruned_markdown(result, library.source), encoding="utf-8")
+        text = pruned_markdown(result, library.source)
+        if skipped:
+            text += ("\n## Not copied\n\nSpecial files (FIFOs, sockets, devices) are not copied:\n\n"
+                     + "".join(f"- `{s}`\n" for s in skipped))
+        (tmp / "PRUNED.md").write_text(text, encoding="utf-8")
     return left_out

@@ -5,15 +5,43 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as _RichTable
 from rich.text import Text
 
+from ._term import clean
 from .metrics import MetricsResult
+
+
+def _plain(obj: Any) -> Any:
+    """A string as literal Text with terminal controls escaped (no rich markup or emoji codes are
+    read from data: a skill id like `[link=...]` stays text); one-style Text likewise."""
+    if isinstance(obj, str):
+        return Text(clean(obj))
+    if isinstance(obj, Text) and not obj.spans:
+        return Text(clean(obj.plain), style=obj.style, justify=obj.justify, overflow=obj.overflow)
+    return obj
+
+
+class Table(_RichTable):
+    """rich's Table whose title and cells are `_plain`: model names and skill ids come from logs."""
+
+    def __init__(self, *headers: Any, title: Any = None, **kw: Any) -> None:
+        super().__init__(*headers, title=_plain(title) if title is not None else None, **kw)
+
+    def add_row(self, *renderables: Any, **kw: Any) -> None:
+        super().add_row(*(_plain(r) for r in renderables), **kw)
+
+
+class CleanConsole(Console):
+    """A Console that prints strings and one-style Text as `_plain` (see `skillaudit._term`)."""
+
+    def print(self, *objects: Any, **kw: Any) -> None:
+        super().print(*(_plain(o) for o in objects), **kw)
 
 
 def console() -> Console:
     # soft_wrap off and a fixed width when piped keep tables stable in logs and tests
-    return Console(highlight=False, width=None if Console().is_terminal else 160)
+    return CleanConsole(highlight=False, width=None if Console().is_terminal else 160)
 
 
 def pp(x: float | None, signed: bool = True, digits: int = 1) -> str:

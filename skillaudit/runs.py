@@ -14,6 +14,7 @@ import gzip
 import io
 import re
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -287,7 +288,7 @@ if msgspec is not None:
         retrieved: list[str] | None = None
         invoked: bool | Literal[0, 1] | None = None
         error: Any = None
-        arm: str | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.arms
+        arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.arms
 
     class _Rec(_RecCore, gc=False):
         answer: Any = None
@@ -298,6 +299,22 @@ if msgspec is not None:
 else:  # pragma: no cover - msgspec is optional; every block takes the exact path
     _decode = _decode_core = None
     _DecodeError = ValueError
+
+
+_MAX_EPOCH = 2**63 - 1
+_F32_MAX = float(np.finfo(np.float32).max)  # scores are kept as float32: larger ones are clipped
+# Numbers one reader could take for infinity: an exponent of 3 digits, or 200 digits in a row
+# (below both, |x| < 10**299). A block holding one skips msgspec, which does not look at the
+# value of a number in a field it skips; the exact path then rejects a non-finite number anywhere.
+_MAYBE_HUGE = re.compile(rb"[0-9.][eE][+-]?[0-9]{3}|[0-9]{200}")
+
+
+def _non_finite(line: bytes, exc: orjson.JSONDecodeError) -> bool:
+    """orjson stopped at a number too large for a double, or at NaN / Infinity."""
+    if "infinity" in str(exc):
+        return True
+    rest = line.decode("utf-8", "replace")[exc.pos:exc.pos + 9].lstrip("-")
+    return rest.startswith(("NaN", "Infinity", "nan", "inf"))
 
 
 class _Checked:
@@ -320,13 +337,21 @@ class _Checked:
 
 def _check_line(line: bytes, where: str) -> _Checked:
     """Parse and validate one line exactly as DESIGN §3.1 says; RunLogError names file:line."""
+    if line.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise RunLogError(f"{where}: UTF-16 text (byte order mark); save the log as UTF-8")
     if b"\0" in line:
         raise RunLogError(f"{where}: binary data, not a JSON Lines text file")
     try:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
+        if line.startswith(_BOM):
+            raise RunLogError(f"{where}: a UTF-8 byte order mark (BOM) inside the file; "
+                              "only a file's first line may start with one") from None
         if b"\xff" in line or b"\xfe" in line or "UTF-8" in str(exc):
             raise RunLogError(f"{where}: binary data, not a JSON Lines text file") from None
+        if _non_finite(line, exc):
+            raise RunLogError(f"{where}: non-finite number (column {exc.pos + 1}); "
+                              "JSON numbers must be finite (no NaN, Infinity or 1e400)") from None
         raise RunLogError(f"{where}: invalid JSON (column {exc.pos + 1})") from None
     if not isinstance(rec, dict):
         raise RunLogError(f"{where}: record must be a JSON object, got {_json_type(rec)}")
@@ -349,6 +374,8 @@ def _check_line(line: bytes, where: str) -> _Checked:
         epoch = rec.get("epoch", 1)
         if type(epoch) is not int or epoch < 1:
             raise ValueError(f"'epoch' must be an integer >= 1, got {_describe(epoch)}")
+        if epoch > _MAX_EPOCH:
+            raise ValueError(f"'epoch' must be at most 2**63 - 1, got {_describe(epoch)}")
         model = rec.get("model", "default")
         bench = rec.get("benchmark", "default")
         if not isinstance(model, str) or not isinstance(bench, str):
@@ -513,7 +540,7 @@ def _add_retrieved(st: _State, base: int, pos: np.ndarray, col: np.ndarray,
     st.ret["rec"].append(base + grec)
     st.ret["col"].append(col[gpos].astype(np.int32))
     st.ret["rk"].append(rank.astype(np.float32))
-    st.ret["sc"].append(gscore[go].astype(np.float32))
+    st.ret["sc"].append(np.clip(gscore[go], -_F32_MAX, _F32_MAX).astype(np.float32))  # nan stays nan
     return gpos, grec, bounds
 
 
@@ -565,8 +592,17 @@ def _valid_utf8(chunk: bytes) -> bool:
 
 
 def _fits_fast_path(blob: bytes) -> bool:
-    """No NUL byte and valid UTF-8 everywhere (msgspec skips fields it does not build unchecked)."""
-    return b"\0" not in blob and (blob.isascii() or _valid_utf8(blob))  # one C scan of the block
+    """No NUL byte, valid UTF-8 everywhere and no number that could be non-finite (msgspec skips
+    fields it does not build unchecked)."""
+    return (b"\0" not in blob and (blob.isascii() or _valid_utf8(blob))  # one C scan of the block
+            and not _maybe_huge(blob))
+
+
+def _maybe_huge(blob: bytes) -> bool:
+    """_MAYBE_HUGE matches somewhere in `blob` (in C when the scanner is built: 1 GB/s, not 0.1)."""
+    if _scan is not None:
+        return _scan.maybe_huge(blob)
+    return _MAYBE_HUGE.search(blob) is not None
 
 
 def _feed_block(st: _State, blob: bytes, lines: list[bytes], lineno: int, file_ix: int) -> None:
@@ -626,45 +662,58 @@ def _count_lines(fh: IO[bytes], stop: int) -> int:
     return n
 
 
-def _blocks(fh: IO[bytes], seekable: bool, left: int) -> Iterator[bytes | memoryview]:
+class _LineError(Exception):
+    """A line that cannot be a record, found before it is whole (its line number is the caller's)."""
+
+
+_MAX_LINE = 128 << 20  # a longer line is refused before it is read whole (no record is that long)
+_BOM = b"\xef\xbb\xbf"
+
+
+def _blocks(fh: IO[bytes], seekable: bool, left: int, bom: bool = False) -> Iterator[bytes | memoryview]:
     """Blocks of about _BLOCK bytes of whole lines (the file's last line may lack its newline).
 
-    `left` >= 0 reads only that many bytes (a range that ends at a line start). A plain file
-    seeks back to the start of a cut line; other streams carry it over to the next block.
+    `left` >= 0 reads only that many bytes (a range that ends at a line start). Every stream is
+    read forward only (`seekable` is not used: pipes, FIFOs and gzip read like files): the start of
+    a cut line is carried over as a list of chunks, joined once when its end arrives, so a long
+    line costs linear time. A line with a NUL byte or longer than _MAX_LINE raises _LineError
+    as soon as that is known; `bom`: a UTF-8 byte order mark at the very start is dropped.
     """
-    bounded, size, carry = left >= 0, _BLOCK, b""
+    bounded, pending, n_pending = left >= 0, [], 0
+    first = bom
     while left != 0:
-        want = min(size, left) if bounded else size
+        want = min(_BLOCK, left) if bounded else _BLOCK
         chunk = fh.read(want)
         if not chunk:
             break
         if bounded:
             left -= len(chunk)
-        eof = len(chunk) < want or left == 0
-        if carry:
-            chunk, carry = carry + chunk, b""
+        if first:  # reads are short only at the end, so a BOM is whole in the first chunk
+            first = False
+            if chunk.startswith(_BOM):
+                chunk = chunk[3:]
+                if not chunk:
+                    continue
         end = chunk.rfind(b"\n") + 1
-        if eof or end == len(chunk):
-            yield chunk
-            size = _BLOCK
+        if end == 0:  # no line ends here: part of a long line
+            if b"\0" in chunk:
+                raise _LineError("binary data, not a JSON Lines text file")
+            pending.append(chunk)
+            n_pending += len(chunk)
+            if n_pending > _MAX_LINE:
+                raise _LineError(f"line longer than {_MAX_LINE >> 20} MiB: not a run-log record")
             continue
-        if end == 0:  # a line longer than the block: read on
-            if seekable:
-                fh.seek(-len(chunk), 1)
-                left += len(chunk) if bounded else 0
-                size *= 2
-            else:
-                carry = chunk
-            continue
-        rest = len(chunk) - end
-        if seekable:
-            fh.seek(-rest, 1)
-            left += rest if bounded else 0
+        if pending:
+            pending.append(memoryview(chunk)[:end])
+            block: bytes | memoryview = b"".join(pending)
+            pending, n_pending = [], 0
         else:
-            carry = chunk[end:]
-        yield memoryview(chunk)[:end]
-    if carry:
-        yield carry
+            block = memoryview(chunk)[:end] if end < len(chunk) else chunk
+        if end < len(chunk):
+            pending, n_pending = [chunk[end:]], len(chunk) - end
+        yield block
+    if pending:
+        yield b"".join(pending)
 
 
 def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) -> int:
@@ -685,20 +734,32 @@ def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) 
 
 
 def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | None = None) -> None:
-    """Feed a file's records; with `start`/`stop`, only the lines whose first byte is in [start, stop)."""
+    """Feed a file's records; with `start`/`stop`, only the lines whose first byte is in [start, stop).
+
+    Every way a file can fail to read is a RunLogError naming the file (and the line reached):
+    a truncated or corrupt gzip stream, an unreadable file, a line too long to be a record.
+    """
     name, fh = _open(path)
     st.names[file_ix] = name
+    lineno = 1
     try:
-        lineno, left = 1, -1
+        left = -1
         if start or stop is not None:  # a byte range of a plain file (a --jobs work unit)
             begin = _line_start_at(fh, start)
             end = _line_start_at(fh, stop) if stop is not None else -1
             lineno = _count_lines(fh, begin) + 1
             fh.seek(begin)
             left = end - begin if end >= 0 else -1
-        seekable = fh is not sys.stdin.buffer and not isinstance(fh, gzip.GzipFile)
-        for blob in _blocks(fh, seekable, left):
+        for blob in _blocks(fh, False, left, bom=not start):
             lineno += _feed_blob(st, blob, lineno, file_ix)
+    except _LineError as exc:
+        raise RunLogError(f"{name}:{lineno}: {exc}") from None
+    except EOFError:  # gzip: the stream ends before its end-of-stream marker
+        raise RunLogError(f"{name}:{lineno}: truncated gzip file (it ends before its end-of-stream marker)") from None
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise RunLogError(f"{name}:{lineno}: corrupt gzip data ({exc})") from None
+    except MemoryError:
+        raise RunLogError(f"{name}:{lineno}: out of memory reading this line") from None
     except OSError as exc:
         raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
     finally:

@@ -16,6 +16,7 @@ import datetime as _dt
 import hashlib
 import json
 import platform
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,8 +126,11 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _library_digest(path: Path) -> tuple[str, int]:
-    """sha256 over a library's files (relative path + content, sorted); (digest, file count)."""
+def _library_digest(path: Path, unreadable: list[str] | None = None) -> tuple[str, int]:
+    """sha256 over a library's files (relative path + content, sorted); (digest, file count).
+
+    A file that cannot be read counts by its path and the word `unreadable` (appended to
+    `unreadable`); special files (FIFOs, sockets, devices) are not files here."""
     if path.is_file():
         return _sha256_file(path), 1
     h = hashlib.sha256()
@@ -134,26 +138,43 @@ def _library_digest(path: Path) -> tuple[str, int]:
         part.startswith(".") for part in p.relative_to(path).parts))
     for p in files:
         h.update(p.relative_to(path).as_posix().encode("utf-8") + b"\0")
-        h.update(_sha256_file(p).encode("ascii") + b"\n")
+        try:
+            h.update(_sha256_file(p).encode("ascii") + b"\n")
+        except OSError as exc:
+            h.update(b"unreadable\n")
+            if unreadable is not None:
+                unreadable.append(f"{p}: cannot read ({exc.strerror or exc}); hashed as unreadable")
     return h.hexdigest(), len(files)
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
 
 
 def describe_inputs(run_paths: Sequence[str], skills_path: str | None, library: Any,
                     settings: dict[str, Any], demo: bool = False) -> dict[str, Any]:
     runs = []
     for r in run_paths:
-        if r == "-":
-            runs.append({"path": "-", "sha256": None, "bytes": None})
-            continue
         p = Path(r)
-        runs.append({"path": str(r), "name": p.name, "sha256": _sha256_file(p), "bytes": p.stat().st_size})
+        if r == "-" or not _is_regular(p):  # a stream (stdin, a FIFO, <(...)) was read once, already
+            runs.append({"path": str(r), "sha256": None, "bytes": None})
+            continue
+        try:
+            digest = _sha256_file(p)
+        except OSError:
+            digest = None
+        runs.append({"path": str(r), "name": p.name, "sha256": digest, "bytes": p.stat().st_size})
     lib = None
     if skills_path is not None:
-        digest, n_files = _library_digest(Path(skills_path))
+        unreadable: list[str] = []
+        digest, n_files = _library_digest(Path(skills_path), unreadable)
         lib = {
             "path": str(skills_path), "sha256": digest, "files": n_files,
             "n_skills": len(library) if library is not None else 0,
-            "warnings": list(getattr(library, "warnings", ())),
+            "warnings": [*getattr(library, "warnings", ()), *unreadable],
         }
     return {
         "skillaudit_version": __version__,

@@ -15,6 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Polygon
 
+from .._term import clean
+
 RED, BLUE, GREY, DARK = "#c0392b", "#2e6da4", "#9aa3ab", "#2b2f33"
 ACTION_COLOURS = {
     "prune": "#c0392b", "rewrite": "#e67e22", "merge": "#8e44ad", "keep": "#2e6da4",
@@ -44,6 +46,7 @@ def _style(ax: Any) -> None:
 
 
 def _short(text: str, n: int = 34) -> str:
+    text = clean(text)  # control characters from logs: visible, and no missing-glyph warning on stderr
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
