@@ -186,7 +186,9 @@ def test_metrics_by_top_k_gives_one_result_per_retrieval_depth(tmp_path):
     got = {d["top_k"]: next(g for g in d["groups"] if g["benchmark"] == "default")["rae"] for d in doc["by_top_k"]}
     assert got == {1: pytest.approx((2 - 1) / 4), 5: pytest.approx(-2 / 3)}
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text(open(a).read() + open(b).read().replace('"task_id": "t', '"task_id": "u'), encoding="utf-8")
+    text = (tmp_path / "k1.jsonl").read_text(encoding="utf-8")
+    text += (tmp_path / "k5.jsonl").read_text(encoding="utf-8").replace('"task_id": "t', '"task_id": "u')
+    mixed.write_text(text, encoding="utf-8")
     r = CliRunner().invoke(cli, ["metrics", str(mixed), "--by-top-k"])
     assert r.exit_code == 2
     assert r.output == (f"Error: {mixed}: holds runs of several retrieval depths (1, 5); "
