@@ -25,8 +25,9 @@ from .. import __version__
 from ..errors import HarnessError, InputError, OutputError
 from .agent import AgentConfig, AgentError, ChatClient, run_episode
 from .retrieve import SkillIndex
+from . import score as _score
 from .score import Limits, Scorer
-from .tasks import Task, load_tasks, sample_tasks
+from .tasks import CODE_BENCHMARKS, Task, load_tasks, sample_tasks
 
 CONDITIONS = ("enabled", "disabled")
 
@@ -52,6 +53,7 @@ class RunOptions:
     cache_dir: str | None = None
     model_label: str | None = None
     shard: tuple[int, int] | None = None  # (i, n), 1-based: run every n-th selected task from the i-th
+    unsafe_scoring: bool = False  # score code even where the sandbox cannot isolate it
 
 
 def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:
@@ -229,6 +231,14 @@ def run(opts: RunOptions, quiet: bool = False,
         raise InputError("--concurrency must be at least 1")
     if opts.agent.tool_mode not in ("text", "native", "chatml"):
         raise InputError("--tool-mode must be text, native or chatml")
+    unsafe_reason = None
+    if opts.benchmark in CODE_BENCHMARKS:
+        isolated, why = _score.isolation_status()
+        if not isolated:
+            if not opts.unsafe_scoring:
+                raise HarnessError(f"refusing to run model-written code unisolated: {why}; "
+                                   "run as root on Linux, or pass --unsafe-scoring to accept the risk")
+            unsafe_reason = why
     tasks = load_tasks(opts.benchmark, opts.data)
     if opts.task_ids:
         by_id = {t.task_id: t for t in tasks}
@@ -240,6 +250,8 @@ def run(opts: RunOptions, quiet: bool = False,
         tasks = sample_tasks(tasks, opts.limit, opts.seed)
     tasks = shard_tasks(tasks, opts.shard)
     warnings: list[str] = []
+    if unsafe_reason:
+        warnings.append(f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})")
     index = None
     lib_hash = None
     if opts.skills:
@@ -285,6 +297,8 @@ def run(opts: RunOptions, quiet: bool = False,
                  "excluded_skills": list(opts.exclude_skills)}
     if lib_hash:
         base_meta["library_hash"] = lib_hash[:16]
+    if unsafe_reason:
+        base_meta["unsafe_scoring"] = True
 
     def one(task: Task, cond: str, epoch: int) -> dict[str, Any]:
         seed = task_seed(opts.seed, task.task_id, epoch)
@@ -329,7 +343,8 @@ def run(opts: RunOptions, quiet: bool = False,
         return rec
 
     progress = _progress(len(units), quiet)
-    bar = progress.add_task(f"{opts.benchmark} {model_label}", total=len(units)) if progress else None
+    label = f"{opts.benchmark} {model_label}" + (" [UNSAFE scoring: not isolated]" if unsafe_reason else "")
+    bar = progress.add_task(label, total=len(units)) if progress else None
     t0 = time.monotonic()
     try:
         if progress:
