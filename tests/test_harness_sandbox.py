@@ -1,0 +1,596 @@
+"""Hostile answers fed to the real scorer (issue 16): forged verdicts, survivors, kernel-level blocks,
+oracle poisoning, and what happens without isolation."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from _harness_fakes import CORRECT_CODE, MBPP_ROWS, write_rows
+
+from skillaudit.harness import score as score_mod
+from skillaudit.harness.score import (
+    SANDBOX_TAG,
+    Limits,
+    OracleCache,
+    Scorer,
+    isolation_status,
+    run_python,
+    sandbox_layers,
+    seccomp_filter,
+)
+from skillaudit.harness.tasks import load_tasks
+
+FAST = Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)
+ROOT = os.geteuid() == 0
+ISOLATED = isolation_status()[0]
+LAYERS = sandbox_layers()
+needs_seccomp = pytest.mark.skipif(not LAYERS["seccomp"], reason="no seccomp filter on this platform")
+needs_isolation = pytest.mark.skipif(not ISOLATED, reason="needs root and namespaces")
+
+GOOD_HE0 = ("def has_close_elements(numbers, threshold):\n"
+            "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n")
+
+
+def fence(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+@pytest.fixture(scope="module")
+def he0():
+    return {t.task_id: t for t in load_tasks("humaneval")}["HumanEval/0"]
+
+
+@pytest.fixture(scope="module")
+def mbpp(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mbpp-sbx")
+    tasks = {t.task_id: t for t in load_tasks("mbpp_plus", write_rows(folder / "m.jsonl", MBPP_ROWS))}
+    return tasks, Scorer(FAST, cache_dir=folder / "cache")
+
+
+def _procs() -> dict[int, tuple[str, str, str]]:
+    """pid -> (comm, cmdline, cwd) of every process we can see."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{name}/comm").read_text().strip()
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            cwd = ""
+        out[int(name)] = (comm, cmd, cwd)
+    return out
+
+
+def _set_subreaper() -> None:
+    """Orphans of our sandboxes that escape every namespace re-parent to this process, where
+    `survivors` finds them (instead of to the host's init)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+if sys.platform.startswith("linux"):
+    _set_subreaper()
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def survivors(token: str) -> list[tuple[int, tuple[str, str, str]]]:
+    """Processes a sandboxed run left behind: any named `token`, or a live sandbox process whose
+    parent is now this test process (orphans come here: we are a child subreaper)."""
+    time.sleep(0.3)
+    _reap()
+    me = os.getpid()
+    out = []
+    for pid, p in _procs().items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        if p[0] == token[:15] or token in p[1] or (int(fields[1]) == me and SANDBOX_TAG in p[1]):
+            out.append((pid, p))
+    return out
+
+
+def setsid_child(token: str, n: int = 5) -> str:
+    """Source that forks `n` children through ctypes (no audit hook); each setsids, renames itself
+    `token` and sleeps - the survivors of issue 16."""
+    return (
+        "import ctypes, os, time\n"
+        "def _spawn():\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"    for _ in range({n}):\n"
+        "        pid = libc.fork()\n"
+        "        if pid == 0:\n"
+        "            libc.setsid()\n"
+        f"            libc.prctl(15, ctypes.c_char_p({token[:15]!r}.encode()), 0, 0, 0)\n"
+        "            os.chdir('/')\n"
+        "            time.sleep(60)\n"
+        "            os._exit(0)\n"
+    )
+
+
+# ---- item 1: forged HumanEval verdicts --------------------------------------------------------
+ALWAYS_EQUAL = (
+    "class _Yes:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n"
+    "        return False\n    def __bool__(self):\n        return True\n    __hash__ = object.__hash__\n\n"
+)
+
+
+def test_always_equal_result_fails_humaneval_and_mbpp(he0, mbpp):
+    """A result equal to everything (a foreign type, or an int/bool-like subclass) is scored a failure."""
+    tasks, scorer = mbpp
+    he = ALWAYS_EQUAL + "def has_close_elements(numbers, threshold):\n    return _Yes()\n"
+    sub = ("class _Int(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n"
+           "def has_close_elements(numbers, threshold):\n    return _Int(7)\n")
+    for code in (he, sub):
+        s, _ = scorer.score(he0, fence(code))
+        assert not s.correct, (code, s.reason)
+    mb = ALWAYS_EQUAL + "def similar_elements(a, b):\n    return _Yes()\n"
+    s, _ = scorer.score(tasks["Mbpp/2"], fence(mb))
+    assert not s.correct and "wrong output" in s.reason
+
+
+def test_forged_completion_marker_fails(he0):
+    """An answer that writes every name it can find (argv, its folder) as the completion marker fails."""
+    code = ("import os, sys\n"
+            "for _a in sys.argv[1:]:\n    open(_a, 'w').close()\n"
+            "for _n in os.listdir('.'):\n    open('done-' + _n, 'w').close()\n"
+            "def has_close_elements(numbers, threshold):\n    return False\n")
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct, s.reason
+
+
+def test_marker_read_from_proc_cmdline_fails(he0):
+    """An answer that reads its command line from /proc/self/cmdline and writes what it finds fails."""
+    code = ("import os\n"
+            "_args = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
+            "for _a in _args[1:]:\n"
+            "    if _a and b'/' not in _a and len(_a) < 100:\n"
+            "        try:\n            open(_a, 'w').close()\n        except OSError:\n            pass\n"
+            "def has_close_elements(numbers, threshold):\n    return False\n")
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct, s.reason
+    # and the command line holds no marker or file name to find
+    res, _ = run_python("print(open('/proc/self/cmdline').read())", args=("secret-name",), limits=FAST)
+    assert "secret-name" not in res.stdout
+
+
+def test_atexit_hook_and_forged_records_fail(he0):
+    """An atexit hook that forges the recorded calls (and exits 0) cannot pass a wrong answer."""
+    code = ("import atexit, json, os\n"
+            "def _forge():\n"
+            "    for n in os.listdir('.'):\n"
+            "        if n.endswith('.json') and n != 'payload.json':\n"
+            "            json.dump({'load': None, 'records': []}, open(n, 'w'))\n"
+            "        open('done-' + n, 'w').close()\n"
+            "    os._exit(0)\n"
+            "atexit.register(_forge)\n"
+            "def has_close_elements(numbers, threshold):\n    return False\n")
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct, s.reason
+
+
+def test_exit_before_asserts_fails(he0):
+    """An answer that calls os._exit(0) on its first call, before check() can assert anything, fails."""
+    code = "import os\ndef has_close_elements(numbers, threshold):\n    os._exit(0)\n"
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct and s.reason == "exited before check() finished"
+
+
+def test_correct_humaneval_answers_still_pass(he0):
+    """Right answers pass, including one that prints, uses random, and returns a bool subclass-free value."""
+    noisy = ("import random\n" + GOOD_HE0.replace("    return", "    print('hi'); random.random()\n    return"))
+    scorer = Scorer(FAST)
+    for code in (GOOD_HE0, noisy):
+        s, _ = scorer.score(he0, fence(code))
+        assert s.correct, s.reason
+    s, _ = scorer.score(he0, fence("def has_close_elements(numbers, threshold):\n    return True\n"))
+    assert not s.correct and s.reason.startswith("failed test call")
+
+
+# ---- item 2: nothing outlives scoring -----------------------------------------------------------
+def test_setsid_children_do_not_survive_scoring(he0, mbpp):
+    """Children forked through ctypes that setsid and sleep leave no survivor (HumanEval and MBPP+)."""
+    tasks, scorer = mbpp
+    token = "sa" + uuid.uuid4().hex[:10]
+    he = setsid_child(token) + "_spawn()\n" + GOOD_HE0
+    mb = setsid_child(token) + "def similar_elements(a, b):\n    _spawn()\n    return tuple(set(a) & set(b))\n"
+    scorer.score(he0, fence(he))
+    scorer.score(tasks["Mbpp/2"], fence(mb))
+    assert survivors(token) == []
+
+
+@pytest.mark.parametrize("disable", [("seccomp",), ("namespaces",)])
+def test_each_layer_alone_leaves_no_survivor(disable):
+    """With only the PID namespace (seccomp off), or only seccomp (namespaces off), no child survives."""
+    if "seccomp" in disable and not LAYERS["namespaces"]:
+        pytest.skip("no PID namespaces here")
+    if "namespaces" in disable and not LAYERS["seccomp"]:
+        pytest.skip("no seccomp here")
+    token = "sb" + uuid.uuid4().hex[:10]
+    res, _ = run_python(setsid_child(token) + "_spawn()\nprint('parent done')\n", limits=FAST, disable=disable)
+    assert "parent done" in res.stdout
+    assert survivors(token) == []
+
+
+def test_saboteur_cannot_hurt_other_runs(mbpp):
+    """An answer that tries to SIGKILL every process (kill(-1), each pid in /proc) does not make a
+    correct answer scored at the same time, or after it, fail."""
+    tasks, scorer = mbpp
+    saboteur = (
+        "import ctypes, os, signal, threading, time\n"
+        "def _kill_all():\n"
+        "    libc = ctypes.CDLL(None)\n"
+        "    end = time.time() + 3\n"
+        "    while time.time() < end:\n"
+        "        libc.kill(-1, 9)\n"
+        "        for p in os.listdir('/proc'):\n"
+        "            if p.isdigit() and int(p) != os.getpid():\n"
+        "                try:\n                    os.kill(int(p), signal.SIGKILL)\n"
+        "                except OSError:\n                    pass\n"
+        "                libc.kill(int(p), 9)\n"
+        "def similar_elements(a, b):\n"
+        "    if libc_fork() == 0:\n"
+        "        _kill_all()\n"
+        "    _kill_all()\n"
+        "    return ()\n"
+        "def libc_fork():\n    return ctypes.CDLL(None).fork()\n"
+    )
+    results: dict[str, bool] = {}
+
+    def good(i: int) -> None:
+        time.sleep(0.2 * i)
+        results[f"good{i}"] = scorer.score(tasks["Mbpp/2"], fence(CORRECT_CODE["Mbpp/2"]))[0].correct
+
+    threads = [threading.Thread(target=good, args=(i,)) for i in range(3)]
+    for th in threads:
+        th.start()
+    bad, _ = scorer.score(tasks["Mbpp/2"], fence(saboteur))
+    for th in threads:
+        th.join()
+    after = scorer.score(tasks["Mbpp/3"], fence(CORRECT_CODE["Mbpp/3"]))[0]
+    assert not bad.correct
+    assert results == {"good0": True, "good1": True, "good2": True} and after.correct
+
+
+# ---- item 3: kernel-level blocks ------------------------------------------------------------------
+def test_seccomp_filter_is_well_formed():
+    """The filter is whole BPF instructions, checks the architecture first, and exists for x86_64 and aarch64."""
+    for machine in ("x86_64", "aarch64"):
+        prog = seccomp_filter(machine)
+        assert prog is not None and len(prog) % 8 == 0 and len(prog) // 8 < 4096
+        assert prog[:8] == bytes.fromhex("2000000004000000")  # ld [4] = seccomp_data.arch
+    assert seccomp_filter("sparc") is None
+
+
+@needs_seccomp
+def test_ctypes_exec_and_posixsubprocess_are_refused():
+    """execve of /bin/sh through ctypes, and _posixsubprocess.fork_exec, fail with EPERM in the sandbox
+    (also with namespaces off), so no shell ever runs."""
+    script = (
+        "import ctypes, os, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "argv = (ctypes.c_char_p * 4)(b'/bin/sh', b'-c', b'echo SHELL-RAN', None)\n"
+        "print('execve', libc.execve(b'/bin/sh', argv, None), ctypes.get_errno(), flush=True)\n"
+        "import _posixsubprocess\n"
+        "try:\n"
+        "    r, w = os.pipe()\n"
+        "    _posixsubprocess.fork_exec([b'/bin/sh', b'-c', b'echo SHELL-RAN'], [b'/bin/sh'], True, (), None,"
+        " None, -1, -1, -1, -1, -1, -1, r, w, True, False, -1, None, None, None, -1, None, False)\n"
+        "    print('fork_exec returned')\n"
+        "except OSError as exc:\n"
+        "    print('fork_exec', type(exc).__name__, exc.errno)\n"
+        "print('fork', libc.fork(), ctypes.get_errno())\n"
+        "print('vfork', libc.vfork(), ctypes.get_errno())\n"
+        "print('syscall-fork', libc.syscall(57), ctypes.get_errno())\n"
+    )
+    for disable in ((), ("namespaces",)):
+        res, _ = run_python(script, limits=FAST, disable=disable)
+        time.sleep(0.2)
+        assert "SHELL-RAN" not in res.stdout, res
+        assert "execve -1 1" in res.stdout and "fork -1 1" in res.stdout, res.stdout + res.stderr
+        assert "fork_exec PermissionError 1" in res.stdout, res.stdout + res.stderr
+        assert "vfork -1 1" in res.stdout
+
+
+@needs_seccomp
+def test_threads_still_work_under_seccomp(mbpp):
+    """Threads (clone with CLONE_THREAD) are allowed: an answer using a thread pool still passes."""
+    tasks, scorer = mbpp
+    code = ("from concurrent.futures import ThreadPoolExecutor\n"
+            "def similar_elements(a, b):\n"
+            "    with ThreadPoolExecutor(2) as ex:\n"
+            "        return ex.submit(lambda: tuple(set(a) & set(b))).result()\n")
+    s, _ = scorer.score(tasks["Mbpp/2"], fence(code))
+    assert s.correct, s.reason
+
+
+def _listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    srv.settimeout(0.2)
+    hits: list[object] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                hits.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+
+    def stop() -> list[object]:
+        time.sleep(0.3)
+        done.set()
+        th.join()
+        srv.close()
+        return hits
+
+    return srv.getsockname()[1], stop
+
+
+def raw_connect(port: int) -> str:
+    """Source that connects to 127.0.0.1:port with raw libc calls (no audit hook), printing the result."""
+    return (
+        "import ctypes, socket, struct\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "fd = libc.socket(2, 1, 0)\n"
+        "print('socket', fd, ctypes.get_errno())\n"
+        f"addr = struct.pack('<HH4s8x', 2, socket.htons({port}), bytes([127, 0, 0, 1]))\n"
+        "if fd >= 0:\n"
+        "    print('connect', libc.connect(fd, addr, len(addr)), ctypes.get_errno())\n"
+    )
+
+
+def test_raw_socket_connect_to_localhost_never_connects():
+    """A ctypes socket()+connect() to a port the test listens on never connects (netns and/or seccomp)."""
+    layers = [()] + ([("namespaces",)] if LAYERS["seccomp"] else [])
+    for disable in layers:
+        port, stop = _listener()
+        res, _ = run_python(raw_connect(port), limits=FAST, disable=disable)
+        assert stop() == [], (disable, res.stdout)
+        if LAYERS["seccomp"]:
+            assert "socket -1 1" in res.stdout, res.stdout + res.stderr
+
+
+# ---- item 4: private temp folders, oracle cache -------------------------------------------------
+@needs_isolation
+def test_writes_to_tmp_shm_and_home_never_reach_the_host(mbpp):
+    """Writing /tmp, /var/tmp, /dev/shm and the user's home works inside the sandbox, lands nowhere on
+    the host, and the answer still passes."""
+    tasks, scorer = mbpp
+    tag = uuid.uuid4().hex
+    home = os.path.expanduser("~")
+    targets = [f"/tmp/esc-{tag}", f"/var/tmp/esc-{tag}", f"/dev/shm/esc-{tag}", f"{home}/esc-{tag}",
+               f"{home}/.netrc-read-{tag}"]
+    code = ("import os\n"
+            "def similar_elements(a, b):\n"
+            f"    for p in {targets[:4]!r}:\n"
+            "        try:\n            open(p, 'w').write('x')\n        except OSError:\n            pass\n"
+            f"    for p in ({home + '/.netrc'!r}, {home + '/.ssh/id_rsa'!r}):\n"
+            "        try:\n"
+            f"            open({targets[4]!r}, 'w').write(open(p).read())\n"
+            "        except OSError:\n            pass\n"
+            "    return tuple(set(a) & set(b))\n")
+    s, _ = scorer.score(tasks["Mbpp/2"], fence(code))
+    assert s.correct, s.reason
+    for t in targets:
+        assert not os.path.exists(t), t
+    res, _ = run_python(f"open('/tmp/x-{tag}', 'w').write('1')\nimport os\nprint(os.listdir('/tmp'))\n",
+                        limits=FAST)
+    assert res.stdout.strip() == f"['x-{tag}']" and not os.path.exists(f"/tmp/x-{tag}")
+
+
+class _Boom:
+    """Unpickling this creates a file: proof that the scorer ran code from the cache."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def test_poisoned_oracle_cache_is_never_executed(mbpp, tmp_path):
+    """A cache entry rewritten by an attacker (a pickle that runs code, garbage, or a JSON entry owned by
+    someone else) is never executed and is ignored: the next run recomputes and scores correctly."""
+    tasks, _ = mbpp
+    task = tasks["Mbpp/3"]
+    cache = tmp_path / "oracles"
+    first = Scorer(FAST, cache_dir=cache)
+    assert first.score(task, fence(CORRECT_CODE["Mbpp/3"]))[0].correct
+    key = OracleCache(cache)._key(task)
+    entry = cache / f"{key}.json"
+    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v3"
+    assert (cache.stat().st_mode & 0o777) == 0o700 and (entry.stat().st_mode & 0o077) == 0
+    assert not list(cache.glob("*.pkl"))
+    proof = tmp_path / "pwned"
+    wrong = "def is_not_prime(n):\n    return True\n"
+    # an entry claiming every output is True, so that a wrong answer would pass with it
+    forged = json.loads(entry.read_text())
+    forged["results"] = {g: [["ok", True] for _ in rows] for g, rows in forged["results"].items()}
+    poisons = [pickle.dumps(_Boom(str(proof))), b"\x80\x04garbage", json.dumps(forged).encode()]
+    for i, poison in enumerate(poisons):
+        (cache / f"{key}.pkl").write_bytes(pickle.dumps(_Boom(str(proof))))
+        entry.write_bytes(poison)
+        if i == 2:  # forged JSON: ignored when it is not ours or others may write it
+            if ROOT:
+                os.chown(entry, 65534, 65534)
+            else:
+                os.chmod(entry, 0o666)
+        scorer = Scorer(FAST, cache_dir=cache)
+        assert scorer.score(task, fence(CORRECT_CODE["Mbpp/3"]))[0].correct, i
+        assert not scorer.score(task, fence(wrong))[0].correct, i
+        assert not proof.exists()
+        with pytest.raises(OSError):
+            os.lstat(proof)
+        if entry.exists() and i == 2:
+            entry.unlink()
+
+
+def test_oracle_cache_in_a_folder_others_can_write_is_not_used(mbpp, tmp_path):
+    """A cache folder that is not the user's (or is world-writable and cannot be fixed) is neither read nor written."""
+    tasks, _ = mbpp
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if ROOT:
+        os.chown(shared, 65534, 65534)
+    os.chmod(shared, 0o777)
+    scorer = Scorer(FAST, cache_dir=shared)
+    assert scorer.score(tasks["Mbpp/2"], fence(CORRECT_CODE["Mbpp/2"]))[0].correct
+    if ROOT:
+        assert list(shared.iterdir()) == []
+
+
+# ---- without isolation --------------------------------------------------------------------------
+def _server_and_options(tmp_path, unsafe: bool):
+    from _harness_fakes import ScriptedServer, chat_reply, write_library
+
+    from skillaudit.harness.agent import AgentConfig
+    from skillaudit.harness.runner import RunOptions
+
+    srv = ScriptedServer(lambda p, b: chat_reply(f"```python\n{CORRECT_CODE['Mbpp/2']}```"))
+    data = write_rows(tmp_path / "mbpp.jsonl", MBPP_ROWS[:1])
+    lib = write_library(tmp_path / "skills")
+    agent = AgentConfig(endpoint="", model="fake", tool_mode="native", backoff_s=0.01, retries=1)
+    opts = dict(benchmark="mbpp_plus", out=str(tmp_path / "out.jsonl"), agent=agent, skills=str(lib),
+                data=str(data), limits=FAST, cache_dir=str(tmp_path / "cache"), unsafe_scoring=unsafe)
+    return srv, opts, RunOptions, data, lib
+
+
+def test_run_refuses_unisolated_scoring_without_the_flag(tmp_path, monkeypatch):
+    """Without isolation `skillaudit run` exits 2 with one line naming why and --unsafe-scoring, and
+    writes nothing; math benchmarks, which run no code, are not refused."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+
+    monkeypatch.setattr(score_mod, "isolation_status", lambda: (False, "not running as root"))
+    data = write_rows(tmp_path / "mbpp.jsonl", MBPP_ROWS[:1])
+    from _harness_fakes import write_library
+
+    lib = write_library(tmp_path / "skills")
+    out = tmp_path / "out.jsonl"
+    res = CliRunner().invoke(cli, ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib),
+                                   "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not running as root" in lines[0] and "--unsafe-scoring" in lines[0]
+    assert not out.exists()
+
+
+def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypatch):
+    """With --unsafe-scoring the run goes on, the progress line and warnings say so, and every record's
+    meta has unsafe_scoring: true."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+    from skillaudit.harness import runner as runner_mod
+
+    monkeypatch.setattr(score_mod, "isolation_status", lambda: (False, "not running as root"))
+    labels: list[str] = []
+    real = runner_mod._progress
+
+    def spy(total, quiet):
+        prog = real(total, False)
+        add = prog.add_task
+
+        def add_task(desc, **kw):
+            labels.append(desc)
+            return add(desc, **kw)
+
+        prog.add_task = add_task
+        return prog
+
+    monkeypatch.setattr(runner_mod, "_progress", spy)
+    srv, opts, RunOptions, data, lib = _server_and_options(tmp_path, True)
+    with srv:
+        res = CliRunner().invoke(cli, ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib),
+                                       "--endpoint", srv.url, "--model", "fake", "--out", opts["out"],
+                                       "--unsafe-scoring", "--tool-mode", "native"])
+    assert res.exit_code == 0, res.output
+    assert "--unsafe-scoring" in res.output and labels and "UNSAFE" in labels[0]
+    recs = [json.loads(ln) for ln in open(opts["out"], encoding="utf-8")]
+    assert len(recs) == 2 and all(r["meta"]["unsafe_scoring"] is True for r in recs)
+    assert all(r["correct"] for r in recs)
+
+
+@pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostile_code(he0, tmp_path):
+    """Run as uid nobody (no root, no namespaces): isolation_status says why; hostile HumanEval answers
+    (always-equal, forged marker, atexit, setsid child, raw socket) still fail, a right one passes, and
+    nothing survives."""
+    python = score_mod.sandbox_python(True)
+    port, stop = _listener()
+    token = "sc" + uuid.uuid4().hex[:10]
+    answers = {
+        "good": GOOD_HE0,
+        "always_equal": ALWAYS_EQUAL + "def has_close_elements(numbers, threshold):\n    return _Yes()\n",
+        "atexit": ("import atexit, os\natexit.register(lambda: os._exit(0))\n"
+                   "def has_close_elements(numbers, threshold):\n    return False\n"),
+        "setsid": setsid_child(token) + "_spawn()\n" + GOOD_HE0.replace("return", "return False and"),
+        "socket": ("def has_close_elements(numbers, threshold):\n"
+                   + "".join("    " + ln + "\n" for ln in raw_connect(port).splitlines()) + "    return True\n"),
+    }
+    work = Path(tempfile.mkdtemp(prefix="skillaudit-np-"))
+    os.chmod(work, 0o755)
+    (work / "task.json").write_text(json.dumps({"task_id": he0.task_id, "data": he0.data}))
+    (work / "answers.json").write_text(json.dumps(answers))
+    script = (
+        "import json, sys, types\n"
+        "from skillaudit.harness import score\n"
+        "t = json.load(open(sys.argv[1] + '/task.json'))\n"
+        "task = types.SimpleNamespace(task_id=t['task_id'], benchmark='humaneval', data=t['data'])\n"
+        "out = {'isolation': score.isolation_status(), 'layers': score.sandbox_layers()}\n"
+        "lim = score.Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)\n"
+        "for name, code in json.load(open(sys.argv[1] + '/answers.json')).items():\n"
+        "    s, _ = score.score_humaneval(task, '```python\\n' + code + '\\n```', lim)\n"
+        "    out[name] = [s.correct, s.reason]\n"
+        "print(json.dumps(out))\n"
+    )
+    for f in work.iterdir():
+        os.chmod(f, 0o644)
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", script,
+                          str(work)], capture_output=True, text=True, timeout=120, cwd="/",
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+                              "HOME": str(work)})
+    shutil.rmtree(work, ignore_errors=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["isolation"][0] is False and "not running as root" in got["isolation"][1]
+    assert got["good"][0] is True, got
+    for name in ("always_equal", "atexit", "setsid", "socket"):
+        assert got[name][0] is False, (name, got[name])
+    assert stop() == []
+    assert survivors(token) == []
+    if sys.platform.startswith("linux") and got["layers"]["seccomp"]:
+        assert got["layers"] == {"user": False, "namespaces": False, "seccomp": True}
