@@ -156,41 +156,50 @@ def test_always_equal_result_fails_humaneval_and_mbpp(he0, mbpp):
 
 
 def test_forged_completion_marker_fails(he0):
-    """An answer that writes every name it can find (argv, its folder) as the completion marker fails."""
+    """An answer that, when first called, creates the completion marker itself (every name in
+    sys.orig_argv and its folder) and exits 0 is scored a failure."""
     code = ("import os, sys\n"
-            "for _a in sys.argv[1:]:\n    open(_a, 'w').close()\n"
-            "for _n in os.listdir('.'):\n    open('done-' + _n, 'w').close()\n"
-            "def has_close_elements(numbers, threshold):\n    return False\n")
+            "def has_close_elements(numbers, threshold):\n"
+            "    for a in list(sys.orig_argv) + ['done-' + n for n in os.listdir('.')]:\n"
+            "        if '/' not in a and len(a) < 100:\n"
+            "            open(a, 'w').close()\n"
+            "    os._exit(0)\n")
     s, _ = Scorer(FAST).score(he0, fence(code))
     assert not s.correct, s.reason
 
 
 def test_marker_read_from_proc_cmdline_fails(he0):
-    """An answer that reads its command line from /proc/self/cmdline and writes what it finds fails."""
+    """An answer that reads the marker's name from /proc/self/cmdline, creates it and exits 0 fails;
+    the command line holds no argument of the run at all."""
     code = ("import os\n"
-            "_args = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
-            "for _a in _args[1:]:\n"
-            "    if _a and b'/' not in _a and len(_a) < 100:\n"
-            "        try:\n            open(_a, 'w').close()\n        except OSError:\n            pass\n"
-            "def has_close_elements(numbers, threshold):\n    return False\n")
+            "def has_close_elements(numbers, threshold):\n"
+            "    for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:]:\n"
+            "        if a and b'/' not in a and len(a) < 100:\n"
+            "            open(a, 'w').close()\n"
+            "    os._exit(0)\n")
     s, _ = Scorer(FAST).score(he0, fence(code))
     assert not s.correct, s.reason
-    # and the command line holds no marker or file name to find
     res, _ = run_python("print(open('/proc/self/cmdline').read())", args=("secret-name",), limits=FAST)
     assert "secret-name" not in res.stdout
 
 
 def test_atexit_hook_and_forged_records_fail(he0):
-    """An atexit hook that forges the recorded calls (and exits 0) cannot pass a wrong answer."""
-    code = ("import atexit, json, os\n"
+    """A wrong answer that registers an atexit hook which, after check() failed, creates the marker,
+    forges the recorded calls and exits 0 is scored a failure."""
+    code = ("import atexit, json, os, sys\n"
             "def _forge():\n"
-            "    for n in os.listdir('.'):\n"
-            "        if n.endswith('.json') and n != 'payload.json':\n"
+            "    names = [a.decode() for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:] if a]\n"
+            "    for n in names + list(sys.orig_argv) + os.listdir('.'):\n"
+            "        if '/' in n or len(n) > 100 or n == 'payload.json':\n"
+            "            continue\n"
+            "        if n.endswith('.json'):\n"
             "            json.dump({'load': None, 'records': []}, open(n, 'w'))\n"
-            "        open('done-' + n, 'w').close()\n"
+            "        else:\n"
+            "            open(n, 'w').close()\n"
             "    os._exit(0)\n"
-            "atexit.register(_forge)\n"
-            "def has_close_elements(numbers, threshold):\n    return False\n")
+            "def has_close_elements(numbers, threshold):\n"
+            "    atexit.register(_forge)\n"
+            "    return False\n")
     s, _ = Scorer(FAST).score(he0, fence(code))
     assert not s.correct, s.reason
 
@@ -472,19 +481,13 @@ def test_oracle_cache_in_a_folder_others_can_write_is_not_used(mbpp, tmp_path):
 
 
 # ---- without isolation --------------------------------------------------------------------------
-def _server_and_options(tmp_path, unsafe: bool):
+def _server_and_files(tmp_path):
     from _harness_fakes import ScriptedServer, chat_reply, write_library
-
-    from skillaudit.harness.agent import AgentConfig
-    from skillaudit.harness.runner import RunOptions
 
     srv = ScriptedServer(lambda p, b: chat_reply(f"```python\n{CORRECT_CODE['Mbpp/2']}```"))
     data = write_rows(tmp_path / "mbpp.jsonl", MBPP_ROWS[:1])
     lib = write_library(tmp_path / "skills")
-    agent = AgentConfig(endpoint="", model="fake", tool_mode="native", backoff_s=0.01, retries=1)
-    opts = dict(benchmark="mbpp_plus", out=str(tmp_path / "out.jsonl"), agent=agent, skills=str(lib),
-                data=str(data), limits=FAST, cache_dir=str(tmp_path / "cache"), unsafe_scoring=unsafe)
-    return srv, opts, RunOptions, data, lib
+    return srv, str(tmp_path / "out.jsonl"), data, lib
 
 
 def test_run_refuses_unisolated_scoring_without_the_flag(tmp_path, monkeypatch):
@@ -532,14 +535,14 @@ def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypat
         return prog
 
     monkeypatch.setattr(runner_mod, "_progress", spy)
-    srv, opts, RunOptions, data, lib = _server_and_options(tmp_path, True)
+    srv, out, data, lib = _server_and_files(tmp_path)
     with srv:
         res = CliRunner().invoke(cli, ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib),
-                                       "--endpoint", srv.url, "--model", "fake", "--out", opts["out"],
+                                       "--endpoint", srv.url, "--model", "fake", "--out", out,
                                        "--unsafe-scoring", "--tool-mode", "native"])
     assert res.exit_code == 0, res.output
     assert "--unsafe-scoring" in res.output and labels and "UNSAFE" in labels[0]
-    recs = [json.loads(ln) for ln in open(opts["out"], encoding="utf-8")]
+    recs = [json.loads(ln) for ln in Path(out).read_text(encoding="utf-8").splitlines()]
     assert len(recs) == 2 and all(r["meta"]["unsafe_scoring"] is True for r in recs)
     assert all(r["correct"] for r in recs)
 

@@ -23,9 +23,9 @@ import orjson
 
 from .. import __version__
 from ..errors import HarnessError, InputError, OutputError
+from . import score as _score
 from .agent import AgentConfig, AgentError, ChatClient, run_episode
 from .retrieve import SkillIndex
-from . import score as _score
 from .score import Limits, Scorer
 from .tasks import CODE_BENCHMARKS, Task, load_tasks, sample_tasks
 
