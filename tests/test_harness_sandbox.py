@@ -141,6 +141,42 @@ ALWAYS_EQUAL = (
 )
 
 
+MARKER_FORGER = (
+    "import os, sys\n"
+    "def has_close_elements(numbers, threshold):\n"
+    "    for a in list(sys.orig_argv) + ['done-' + n for n in os.listdir('.')]:\n"
+    "        if '/' not in a and len(a) < 100:\n"
+    "            open(a, 'w').close()\n"
+    "    os._exit(0)\n"
+)
+
+CMDLINE_FORGER = (
+    "import os\n"
+    "def has_close_elements(numbers, threshold):\n"
+    "    for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:]:\n"
+    "        if a and b'/' not in a and len(a) < 100:\n"
+    "            open(a, 'w').close()\n"
+    "    os._exit(0)\n"
+)
+
+ATEXIT_FORGER = (
+    "import atexit, json, os, sys\n"
+    "def _forge():\n"
+    "    names = [a.decode() for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:] if a]\n"
+    "    for n in names + list(sys.orig_argv) + os.listdir('.'):\n"
+    "        if '/' in n or len(n) > 100 or n == 'payload.json':\n"
+    "            continue\n"
+    "        if n.endswith('.json'):\n"
+    "            json.dump({'load': None, 'records': []}, open(n, 'w'))\n"
+    "        else:\n"
+    "            open(n, 'w').close()\n"
+    "    os._exit(0)\n"
+    "def has_close_elements(numbers, threshold):\n"
+    "    atexit.register(_forge)\n"
+    "    return False\n"
+)
+
+
 def test_always_equal_result_fails_humaneval_and_mbpp(he0, mbpp):
     """A result equal to everything (a foreign type, or an int/bool-like subclass) is scored a failure."""
     tasks, scorer = mbpp
@@ -158,12 +194,7 @@ def test_always_equal_result_fails_humaneval_and_mbpp(he0, mbpp):
 def test_forged_completion_marker_fails(he0):
     """An answer that, when first called, creates the completion marker itself (every name in
     sys.orig_argv and its folder) and exits 0 is scored a failure."""
-    code = ("import os, sys\n"
-            "def has_close_elements(numbers, threshold):\n"
-            "    for a in list(sys.orig_argv) + ['done-' + n for n in os.listdir('.')]:\n"
-            "        if '/' not in a and len(a) < 100:\n"
-            "            open(a, 'w').close()\n"
-            "    os._exit(0)\n")
+    code = MARKER_FORGER
     s, _ = Scorer(FAST).score(he0, fence(code))
     assert not s.correct, s.reason
 
@@ -171,12 +202,7 @@ def test_forged_completion_marker_fails(he0):
 def test_marker_read_from_proc_cmdline_fails(he0):
     """An answer that reads the marker's name from /proc/self/cmdline, creates it and exits 0 fails;
     the command line holds no argument of the run at all."""
-    code = ("import os\n"
-            "def has_close_elements(numbers, threshold):\n"
-            "    for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:]:\n"
-            "        if a and b'/' not in a and len(a) < 100:\n"
-            "            open(a, 'w').close()\n"
-            "    os._exit(0)\n")
+    code = CMDLINE_FORGER
     s, _ = Scorer(FAST).score(he0, fence(code))
     assert not s.correct, s.reason
     res, _ = run_python("print(open('/proc/self/cmdline').read())", args=("secret-name",), limits=FAST)
@@ -186,20 +212,7 @@ def test_marker_read_from_proc_cmdline_fails(he0):
 def test_atexit_hook_and_forged_records_fail(he0):
     """A wrong answer that registers an atexit hook which, after check() failed, creates the marker,
     forges the recorded calls and exits 0 is scored a failure."""
-    code = ("import atexit, json, os, sys\n"
-            "def _forge():\n"
-            "    names = [a.decode() for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:] if a]\n"
-            "    for n in names + list(sys.orig_argv) + os.listdir('.'):\n"
-            "        if '/' in n or len(n) > 100 or n == 'payload.json':\n"
-            "            continue\n"
-            "        if n.endswith('.json'):\n"
-            "            json.dump({'load': None, 'records': []}, open(n, 'w'))\n"
-            "        else:\n"
-            "            open(n, 'w').close()\n"
-            "    os._exit(0)\n"
-            "def has_close_elements(numbers, threshold):\n"
-            "    atexit.register(_forge)\n"
-            "    return False\n")
+    code = ATEXIT_FORGER
     s, _ = Scorer(FAST).score(he0, fence(code))
     assert not s.correct, s.reason
 
@@ -550,19 +563,27 @@ def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypat
 @pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostile_code(he0, tmp_path):
     """Run as uid nobody (no root, no namespaces): isolation_status says why; hostile HumanEval answers
-    (always-equal, forged marker, atexit, setsid child, raw socket) still fail, a right one passes, and
-    nothing survives."""
+    (forged marker, cmdline, atexit, ctypes exec, saboteur, always-equal, setsid child, raw socket)
+    still fail, a right one scored after them passes, and nothing survives."""
     python = score_mod.sandbox_python(True)
     port, stop = _listener()
     token = "sc" + uuid.uuid4().hex[:10]
     answers = {
-        "good": GOOD_HE0,
+        "marker": MARKER_FORGER,
+        "cmdline": CMDLINE_FORGER,
+        "atexit_forger": ATEXIT_FORGER,
+        "exec": ("import ctypes\ndef has_close_elements(numbers, threshold):\n"
+                 "    argv = (ctypes.c_char_p * 4)(b'/bin/sh', b'-c', b'exit 0', None)\n"
+                 "    ctypes.CDLL(None).execve(b'/bin/sh', argv, None)\n    return True\n"),
+        "saboteur": ("import ctypes\ndef has_close_elements(numbers, threshold):\n"
+                     "    ctypes.CDLL(None).kill(-1, 9)\n    return True\n"),
         "always_equal": ALWAYS_EQUAL + "def has_close_elements(numbers, threshold):\n    return _Yes()\n",
         "atexit": ("import atexit, os\natexit.register(lambda: os._exit(0))\n"
                    "def has_close_elements(numbers, threshold):\n    return False\n"),
         "setsid": setsid_child(token) + "_spawn()\n" + GOOD_HE0.replace("return", "return False and"),
         "socket": ("def has_close_elements(numbers, threshold):\n"
                    + "".join("    " + ln + "\n" for ln in raw_connect(port).splitlines()) + "    return True\n"),
+        "good": GOOD_HE0,
     }
     work = Path(tempfile.mkdtemp(prefix="skillaudit-np-"))
     os.chmod(work, 0o755)
@@ -591,7 +612,9 @@ def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostil
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["isolation"][0] is False and "not running as root" in got["isolation"][1]
     assert got["good"][0] is True, got
-    for name in ("always_equal", "atexit", "setsid", "socket"):
+    assert list(got)[-1] == "good"  # scored after every hostile answer
+    for name in ("marker", "cmdline", "atexit_forger", "exec", "saboteur", "always_equal", "atexit", "setsid",
+                 "socket"):
         assert got[name][0] is False, (name, got[name])
     assert stop() == []
     assert survivors(token) == []
