@@ -670,3 +670,53 @@ def test_really_unprivileged_cli_refuses_then_marks_unsafe_scoring(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "unsafe-scoring" in done.stderr
     assert len(recs) == 2 and all(r["meta"]["unsafe_scoring"] is True and r["correct"] is False for r in recs)
+
+
+@pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_really_unprivileged_answer_cannot_make_the_scorer_run_its_code(tmp_path):
+    """As uid nobody (the answer runs as the same user as the scorer), an answer that rewrites the oracle
+    cache with pickles that run code never gets that code run: the next scoring recomputes and passes."""
+    env = _nobody_cli_env()
+    if env is None:
+        pytest.skip("uid nobody cannot run this checkout's packages here")
+    python = env.pop("_PYTHON")
+    work = Path(tempfile.mkdtemp(prefix="skillaudit-np-"))
+    os.chown(work, 65534, 65534)
+    cache, proof = work / "cache", work / "pwned"
+    write_rows(work / "m.jsonl", MBPP_ROWS)
+    os.chmod(work / "m.jsonl", 0o644)
+    bomb = pickle.dumps(_Boom(str(proof)))
+    poisoner = (
+        "import os\n"
+        "def similar_elements(a, b):\n"
+        f"    d = {str(cache)!r}\n"
+        "    for n in os.listdir(d):\n"
+        "        k = n.split('.')[0]\n"
+        "        for ext in ('.pkl', '.json'):\n"
+        f"            open(os.path.join(d, k + ext), 'wb').write({bomb!r})\n"
+        "    return tuple(set(a) & set(b))\n"
+    )
+    script = (
+        "import json, sys\n"
+        "from skillaudit.harness.score import Limits, Scorer, isolation_status\n"
+        "from skillaudit.harness.tasks import load_tasks\n"
+        "w = sys.argv[1]\n"
+        "tasks = {t.task_id: t for t in load_tasks('mbpp_plus', w + '/m.jsonl')}\n"
+        "lim = Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)\n"
+        "fence = lambda c: '```python\\n' + c + '\\n```'\n"
+        "out = {'isolation': isolation_status()[0]}\n"
+        "out['poisoner'] = Scorer(lim, cache_dir=w + '/cache').score(tasks['Mbpp/2'], fence(sys.argv[2]))[0].correct\n"
+        "out['after'] = Scorer(lim, cache_dir=w + '/cache').score(tasks['Mbpp/2'], fence(sys.argv[3]))[0].correct\n"
+        "print(json.dumps(out))\n"
+    )
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", script,
+                          str(work), poisoner, CORRECT_CODE["Mbpp/2"]], env=env, cwd="/", capture_output=True,
+                         text=True, timeout=300)
+    poisoned = sorted(p.name for p in cache.iterdir()) if cache.is_dir() else []
+    pwned = proof.exists()
+    shutil.rmtree(work, ignore_errors=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["isolation"] is False
+    assert any(n.endswith(".pkl") for n in poisoned), poisoned  # the attack did rewrite the cache
+    assert got["after"] is True and not pwned
