@@ -238,7 +238,7 @@ def run(opts: RunOptions, quiet: bool = False,
             if not opts.unsafe_scoring:
                 raise HarnessError(f"refusing to run model-written code unisolated: {why}; "
                                    "run as root on Linux, or pass --unsafe-scoring to accept the risk")
-            unsafe_reason = why
+            unsafe_reason = why or "no isolation"
     tasks = load_tasks(opts.benchmark, opts.data)
     if opts.task_ids:
         by_id = {t.task_id: t for t in tasks}
