@@ -505,7 +505,7 @@ def enc(x, depth=0):
     if x is None or t is bool or t is str or t is float:
         return x
     if t is int:
-        return x if -10**4000 < x < 10**4000 else {"r": "int"}
+        return x if x.bit_length() < 13000 else {"r": "int"}  # ~3900 digits: JSON-safe
     if depth > 100:
         return {"r": "too deep"}
     if t is list:
