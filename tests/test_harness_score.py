@@ -104,7 +104,10 @@ def test_outputs_cross_the_sandbox_as_tagged_json():
     got = _decode_output(doc)
     assert got[:4] == [(1, {"a", (2, 3)}), {(1, 2): [1.5, None]}, complex(1, -2), b"\x00\xff"]
     assert got[4] != got[4] and got[5] == 10**30 and got[6] == frozenset({True})
-    assert got[7] != got[7] and not _output_matches("f", got[7], 0, 0, False)
+    assert (got[7] == got[7]) is False and not _output_matches("f", got[7], 0, 0, False)
+    with pytest.raises(TypeError):
+        bool(got[7])
+    assert not _output_matches("f", [got[7]], [1], 0, False)
     assert _output_matches("f", [1.0, 2.0000001], [1.0, 2.0], 0, False)
     assert not _output_matches("f", (1, 2), [1, 2], 0, False)
 

@@ -522,7 +522,8 @@ del _sa_hook
 # becomes {"r": type name}, which decodes to an opaque value equal to nothing.
 CODEC = r'''
 class Opaque:
-    """An output of a type the sandbox does not transmit: equal to nothing."""
+    """An output of a type the sandbox does not transmit: equal to nothing, and neither unequal to
+    anything nor true or false (so `assert out != x` and `assert out` fail too)."""
 
     def __init__(self, name):
         self.name = name
@@ -531,7 +532,10 @@ class Opaque:
         return False
 
     def __ne__(self, other):
-        return True
+        raise TypeError("an opaque output (" + self.name + ") compares with nothing")
+
+    def __bool__(self):
+        raise TypeError("an opaque output (" + self.name + ") is neither true nor false")
 
     __hash__ = object.__hash__
 
@@ -821,6 +825,13 @@ def _output_matches(entry: str, out: Any, exp: Any, atol: float, not_none: bool)
     """EvalPlus's MBPP+ comparison: exact, then element-wise tolerance for float outputs."""
     if isinstance(out, _Opaque) or isinstance(exp, _Opaque):
         return False  # a foreign type never matches, whatever the task's special case
+    try:
+        return _matches(entry, out, exp, atol, not_none)
+    except Exception:  # e.g. an opaque value nested in a list
+        return False
+
+
+def _matches(entry: str, out: Any, exp: Any, atol: float, not_none: bool) -> bool:
     if entry == "are_equivalent":
         return True
     if entry == "sum_div":
