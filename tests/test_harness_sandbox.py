@@ -544,6 +544,15 @@ def test_run_refuses_unisolated_scoring_without_the_flag(tmp_path, monkeypatch):
     lines = [ln for ln in res.output.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and "not running as root" in lines[0] and "--unsafe-scoring" in lines[0]
     assert not out.exists()
+    from _harness_fakes import GSM8K_ROWS, ScriptedServer, chat_reply
+
+    gsm = write_rows(tmp_path / "g.jsonl", GSM8K_ROWS[:1])
+    with ScriptedServer(lambda p, b: chat_reply("\\boxed{7}")) as srv:
+        res = CliRunner().invoke(cli, ["run", "--benchmark", "gsm8k", "--data", str(gsm), "--skills", str(lib),
+                                       "--endpoint", srv.url, "--model", "m", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(ln) for ln in out.read_text(encoding="utf-8").splitlines()]
+    assert len(recs) == 2 and not any("unsafe_scoring" in r["meta"] for r in recs)
 
 
 def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypatch):
