@@ -225,7 +225,7 @@ def test_exit_before_asserts_fails(he0):
 
 
 def test_correct_humaneval_answers_still_pass(he0):
-    """Right answers pass, including one that prints, uses random, and returns a bool subclass-free value."""
+    """Right answers pass (also one that prints and uses random); a wrong one fails naming the test call."""
     noisy = ("import random\n" + GOOD_HE0.replace("    return", "    print('hi'); random.random()\n    return"))
     scorer = Scorer(FAST)
     for code in (GOOD_HE0, noisy):
