@@ -26,11 +26,12 @@ def test_top_hit_is_the_relevant_skill_and_at_most_three(index):
 
 
 def test_record_shape_matches_the_run_log_contract(index):
-    """A call is logged as {query, skills: [{id, score, rank}], error} in rank order."""
+    """A call is logged as {query, skills: [{id, score, rank, hash}], error} in rank order; hash is the skill's content hash."""
     rec = index.search("percent discount").to_record()
     assert rec["query"] == "percent discount" and rec["error"] is None
     assert rec["skills"][0]["id"] == "percent-off"
-    assert set(rec["skills"][0]) == {"id", "score", "rank"}
+    assert set(rec["skills"][0]) == {"id", "score", "rank", "hash"}
+    assert rec["skills"][0]["hash"] == index.get("percent-off").content_hash[:16]
 
 
 @pytest.mark.parametrize("query", [None, "", "   ", 42, ["list"], "x" * 501])
