@@ -1,8 +1,10 @@
 """Inspect AI logs (`.eval` or `.json`) to run logs, read with inspect_ai's own reader.
 
-One log (or several) holds the runs with the skill tool, another the runs without it. Samples pair
-on (id, epoch) inside the same model and task (both from the log header; `--model`/`--benchmark`
-override them). The outcome is the chosen scorer's value: `C`/`I` (and `P` = 0.5, `N` = 0), booleans,
+One log (or several) holds the runs with the skill tool, another the runs without it; usually two
+tasks (`skills_on` / `skills_off`) over one dataset. Samples pair on (model, sample id, epoch)
+within the dataset: the benchmark is the dataset name, else the task names' common stem
+(`_common.name_benchmarks`; `--model`/`--benchmark` override). `--arm NAME=LOG` logs become arm
+records (DESIGN §3.1b) of the same key. The outcome is the chosen scorer's value: `C`/`I` (and `P` = 0.5, `N` = 0), booleans,
 or numbers, correct when >= `threshold`. Retrievals are the tool events of the named tool (falling
 back to the conversation's tool messages when a sample has no events): skill ids come from a JSON
 tool result (a list of ids, a list of objects with `id`/`name` and `score`, or an object holding such
@@ -162,10 +164,7 @@ def _add_sample(sample: Any, path: str, side: str, pairer: Pairer, model: str, b
     where = f"{path}#{sample.id}/{sample.epoch}"
     arm = side[4:] if side.startswith("arm:") else None
     condition = side if arm is None else arm_condition(arm)
-    if arm is not None:
-        condition_label = f"arm {arm}"
-    else:
-        condition_label = condition
+    condition_label = f"arm {arm}" if arm is not None else condition
     if sample.error is not None:
         msg = str(getattr(sample.error, "message", sample.error)).strip().splitlines()
         pairer.skip(condition_label, key, where, f"the sample failed: {msg[0][:120] if msg else 'error'}")
