@@ -100,6 +100,8 @@ class SkillAttribution:
     causal_relative: float | None = None
     causal_relative_ci: tuple[float, float] | None = None
     causal_n_withheld: int = 0
+    # the library's text differs from the one the runs saw (provenance.py); None = not known
+    edited: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +124,7 @@ class SkillAttribution:
             "causal_q": self.causal_q, "causal_relative": self.causal_relative,
             "causal_relative_ci": list(self.causal_relative_ci) if self.causal_relative_ci else None,
             "causal_n_withheld": self.causal_n_withheld,
+            "edited": self.edited,
         }
 
 
@@ -482,7 +485,8 @@ class ModelAttributions:
         sums: dict[str, dict[str, Any]] = {}
         for res in self.results:
             for r in res.skills:
-                acc = sums.setdefault(r.skill_id, {"in_library": r.in_library, **dict.fromkeys(keys, 0)})
+                acc = sums.setdefault(r.skill_id, {"in_library": r.in_library, "edited": r.edited,
+                                                   **dict.fromkeys(keys, 0)})
                 for k in keys:
                     acc[k] += getattr(r, k)
         out = [SkillAttribution(skill_id=sid, rae_k=(v["net"] / v["n_retrieved"] if v["n_retrieved"] else None),

@@ -159,6 +159,18 @@ def load_arms_for_cli(runs: tuple[str, ...], paired: Any, filtered: bool = False
     return arms
 
 
+def edited_for_cli(runs: tuple[str, ...], lib: Any) -> dict[str, bool]:
+    """{skill id: edited since the runs?} from the logs' skill hashes; warns once per edited skill."""
+    if lib is None:
+        return {}
+    from .provenance import edited_skills, edited_warning, seen_hashes
+
+    edited = edited_skills(seen_hashes(runs), lib)
+    for sid in sorted(s for s, e in edited.items() if e):
+        warn(edited_warning(sid))
+    return edited
+
+
 def load_library_for_cli(path: str | None) -> Any:
     """Load a skill library leniently, printing its warnings on stderr; None when no path."""
     if path is None:
@@ -602,8 +614,14 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
     arms = load_arms_for_cli(runs, paired, filtered=model is not None or benchmark is not None)
-    return lib, paired, attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
-                                         n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+    edited = edited_for_cli(runs, lib)
+    attr = attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
+                            n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+    if edited:
+        from .provenance import mark_edited
+
+        attr = mark_edited(attr, edited)
+    return lib, paired, attr
 
 
 @cli.command()
@@ -818,12 +836,13 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     lib = load_library_for_cli(skills_path)
     paired = load_runs_for_cli(runs, strict, lib, jobs)
     arms = load_arms_for_cli(runs, paired)
+    edited = edited_for_cli(runs, lib)
     result = build_audit(
         runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
         min_cond=min_cond,
         attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=paired,
-        arms=arms,
+        arms=arms, edited=edited,
     )
     used = result.inputs["settings"].get("embedder_used")
     if used and used != embedder:
