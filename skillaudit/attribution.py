@@ -521,14 +521,17 @@ def library_verdict(runs: PairedRuns, n_boot: int = 2000, seed: int = 0, alpha: 
     x_call = X.take_rows(rows)
     f = runs.flip.astype(np.float64)[rows]
     units = runs.unit_ids()[rows]
-    reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
+    # only the library-level figures are kept: no per-skill intervals (for wide libraries, no dense
+    # factorisation either: the sandwich's products come from conjugate gradients)
+    reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed,
+                                skill_intervals=False)
     reg.fit(x_call, f, groups=units if n_boot > 0 else None)
     strata = (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows]
     model = _label(runs.models, runs.model) if runs.n_pairs else "*"
     benchmark = _label(runs.benchmarks, runs.benchmark) if runs.n_pairs else "*"
     return library_effect(reg, x_call, f, units, strata, model=model, benchmark=benchmark,
                           n_perm=n_perm, seed=seed, level=level, min_cond=min_cond,
-                          baseline=runs.y_neg[rows])[0]
+                          baseline=runs.y_neg[rows], relative=False)[0]
 
 
 def attribute_models(

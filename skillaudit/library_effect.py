@@ -303,6 +303,7 @@ def library_effect(
     min_cond: int = 10,
     alpha: float = HETEROGENEITY_ALPHA,
     baseline: np.ndarray | None = None,
+    relative: bool = True,
 ) -> tuple[LibraryEffect, RelativeEffects]:
     """The library-level effect and each skill's relative effect from a fitted regression.
 
@@ -345,11 +346,12 @@ def library_effect(
             var_m = float(n_g @ vn) / big_n**2
             se_m = var_m ** 0.5
             mean_ci = (mean - z * se_m, mean + z * se_m)
-            var_rel = c_g**2 * np.maximum(cov.diag() - 2 * vn / big_n + var_m, 0.0)
-            se = np.sqrt(var_rel)
-            rel_ci_g = np.column_stack([rel_g - z * se, rel_g + z * se])
-            zs = np.abs(rel_g) / np.where(se > 0, se, 1.0)
-            rel_p_g = np.where(se > 0, np.vectorize(math.erfc)(zs / math.sqrt(2.0)), 1.0)
+            if relative:  # the per-skill intervals need the sandwich's diagonal
+                var_rel = c_g**2 * np.maximum(cov.diag() - 2 * vn / big_n + var_m, 0.0)
+                se = np.sqrt(var_rel)
+                rel_ci_g = np.column_stack([rel_g - z * se, rel_g + z * se])
+                zs = np.abs(rel_g) / np.where(se > 0, se, 1.0)
+                rel_p_g = np.where(se > 0, np.vectorize(math.erfc)(zs / math.sqrt(2.0)), 1.0)
         # back to skills: a skill alone in its merged column, with an estimable coefficient
         cg = reg.col_group_
         grp = np.maximum(cg, 0)
