@@ -182,15 +182,29 @@ def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndar
     b_total = int(min(n_perm, max(199, _PERM_WORK // max(n_units, 1))))
     rng = np.random.default_rng(seed)
     placed = np.argsort(block, kind="stable")  # position i of the sorted order holds task placed[i]
+    # blocks are runs of the sorted order; each permutation shuffles every block of 2+ tasks on its
+    # own (Fisher-Yates, O(tasks) per permutation; sorting random keys was 2/3 of the test's time)
+    edges = np.concatenate([[0], np.cumsum(np.bincount(block))])
+    runs = [(int(s), int(e)) for s, e in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True) if e - s > 1]
+    slot = np.empty(n_units, dtype=np.int64)
+    slot[placed] = np.arange(n_units)  # task t sits at position slot[t] of the sorted order
+    row_slot = slot[unit]  # each row's task's position
+    width = row_at.shape[1]
+    # each task's residuals by position (padding never read: a task only takes a same-block task's)
+    r_at = np.where(row_at >= 0, r[np.maximum(row_at, 0)], 0.0).ravel()
     perm = np.empty((2, b_total))
     chunk = max(1, _CHUNK_CELLS // max(n, n_units, 1))
     for start in range(0, b_total, chunk):
         b = min(chunk, b_total - start)
-        shuffled = np.argsort(block[None, :] + rng.random((b, n_units)), axis=1)
-        src_unit = np.empty((b, n_units), dtype=np.int64)
-        src_unit[:, placed] = shuffled  # task placed[i] takes the outcomes of task shuffled[i]
-        src_rows = row_at[src_unit[:, unit], pos]  # b x rows
-        perm[:, start:start + b] = stats(r[src_rows].T)
+        shuffled = np.broadcast_to(placed, (b, n_units)).copy()
+        for s, e in runs:
+            shuffled[:, s:e] = rng.permuted(shuffled[:, s:e], axis=1)
+        # task placed[i] takes the outcomes of task shuffled[i]: row (task t, position j) gets the
+        # residual of row (shuffled[slot[t]], j)
+        src = shuffled[:, row_slot]
+        src *= width
+        src += pos
+        perm[:, start:start + b] = stats(r_at[src].T)
     # each statistic's p-value among the observed and permuted values (ties count as exceeding)
     every = np.hstack([obs[:, None], perm])  # 2 x (B + 1)
     tol = 1e-9 * np.maximum(1.0, np.abs(every).max(axis=1, keepdims=True))
