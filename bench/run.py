@@ -185,8 +185,13 @@ def main() -> int:
                 record(n, f"{rank_label}{tag}", res)
                 record(n, f"pandas reference{tag}", pd_res)
                 if res["exit"] == 0 and pd_res["exit"] == 0:
-                    ours = {s["skill_id"]: [s["n_retrieved"], s["b"], s["c"]]
-                            for s in json.loads((tmp / "rank.json").read_text())["skills"] if s["n_retrieved"]}
+                    # rank judges each model on its own pairs: its rows are (model, skill); pandas pools
+                    ours: dict[str, list[int]] = {}
+                    for s in json.loads((tmp / "rank.json").read_text())["skills"]:
+                        if s["n_retrieved"]:
+                            acc = ours.setdefault(s["skill_id"], [0, 0, 0])
+                            for i, k in enumerate(("n_retrieved", "b", "c")):
+                                acc[i] += s[k]
                     theirs = json.loads((tmp / "pandas.json").read_text())
                     spread = f"; per round {min(ratios):.1f}-{max(ratios):.1f}x" if len(ratios) > 1 else ""
                     print(f"    {pattern}: per-skill counts equal to pandas: {ours == theirs} ({len(ours)} skills); "
