@@ -125,3 +125,11 @@ def test_audit_warns_and_the_report_marks_the_row(library, edited_log, tmp_path)
     assert rows == {"same": "False", "fixed": "True", "quiet": ""}
     doc = json.loads((out / "audit.json").read_text())
     assert {r["skill_id"]: r["edited"] for r in doc["skills"]["skills"]}["fixed"] is True
+
+
+def test_importers_keep_the_hash_of_a_retrieved_skill():
+    """A tool result's skill objects keep their "hash" through the importers' parser, so provenance survives import."""
+    from skillaudit.importers._common import skills_from_json
+
+    assert skills_from_json([{"id": "a", "score": 2, "hash": "0123456789abcdef"}, "b"]) == [
+        {"id": "a", "score": 2.0, "hash": "0123456789abcdef"}, {"id": "b"}]

@@ -391,8 +391,9 @@ _LIST_KEYS = ("skills", "results", "retrieved", "items", "documents")
 def skills_from_json(obj: Any) -> list[dict[str, Any]] | None:
     """Skills (`{"id", "score"?}` in rank order) from a parsed tool result, or None if unrecognised.
 
-    Accepts a list of ids, a list of objects with `id`/`skill_id`/`name`/`skill` (and `score`), or an
-    object holding such a list under `skills`/`results`/`retrieved`/`items`/`documents`.
+    Accepts a list of ids, a list of objects with `id`/`skill_id`/`name`/`skill` (and `score`, and
+    `hash`: kept for provenance), or an object holding such a list under
+    `skills`/`results`/`retrieved`/`items`/`documents`.
     """
     if isinstance(obj, dict):
         for k in _LIST_KEYS:
@@ -421,6 +422,9 @@ def _one_skill(obj: dict[str, Any]) -> dict[str, Any] | None:
             score = obj.get("score")
             if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
                 out["score"] = float(score)
+            h = obj.get("hash")  # the content hash of the text the run saw (provenance)
+            if isinstance(h, str) and h:
+                out["hash"] = h
             return out
     return None
 
