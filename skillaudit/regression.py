@@ -149,7 +149,8 @@ class SkillEffectRegression:
                 if wide and self.n_boot > 0:  # the sandwich interval reuses the factor
                     from scipy import linalg
 
-                    factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
+                    with blas_threads_for_load():
+                        factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
                     coef_g = linalg.cho_solve(factor, rhs, check_finite=False)
                 else:
                     coef_g = np.linalg.solve(dense, rhs)
@@ -159,7 +160,8 @@ class SkillEffectRegression:
                 Z = _merge_columns(X.to_scipy(), col_group, g)
             if self.n_boot > 0 and wide and factor is not None:
                 # too wide for resampling: cluster-robust (task-level) sandwich interval instead
-                ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, self.level, factor=factor)
+                with blas_threads_for_load():
+                    ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, self.level, factor=factor)
                 boot_g = np.full((0, g), np.nan)
                 self.interval_method_ = "sandwich"
             elif self.n_boot > 0 and wide and coef_cg is not None:
@@ -532,6 +534,30 @@ class SandwichCov:
         a_w = self._solve(np.asarray(w, dtype=np.float64).ravel())
         meat_w = self._scores.T @ (self._scores @ a_w)
         return self._scale * self._solve(np.asarray(meat_w, dtype=np.float64).ravel())
+
+
+def blas_threads_for_load() -> Any:
+    """A context for the dense factorisations: one BLAS thread when the cores are oversubscribed.
+
+    OpenBLAS threads busy-wait for each other; when the load average is at least the number of
+    cores (other processes hold them), a 2,000 x 2,000 Cholesky + potri took 5 s with two
+    threads instead of 0.4 s with one (measured). On a quiet machine nothing changes. Needs
+    threadpoolctl (installed with scikit-learn); without it, a no-op.
+    """
+    import contextlib
+    import os
+
+    try:
+        busy = os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except OSError:
+        busy = False
+    if not busy:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
 
 def _cho_inverse(factor: tuple[np.ndarray, bool]) -> np.ndarray:

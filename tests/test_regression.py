@@ -340,3 +340,22 @@ def test_sandwich_diagonal_equals_the_dense_formula_with_a_ridge(monkeypatch):
     want = np.diag(a_inv @ (S.T @ S) @ a_inv) * g / (g - 1)
     np.testing.assert_allclose(reg.coef_, coef, rtol=1e-10)
     np.testing.assert_allclose(reg.group_cov_.diag(), want, rtol=1e-10)
+
+
+def test_dense_factorisations_use_one_blas_thread_only_on_an_oversubscribed_machine(monkeypatch):
+    """With the load average at or above the core count the factorisation context limits BLAS to one thread; below it, nothing changes."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import os
+
+    from skillaudit.regression import blas_threads_for_load
+
+    cores = os.cpu_count() or 1
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(cores), 0.0, 0.0))
+    with blas_threads_for_load():
+        inside = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    assert inside and set(inside) == {1}
+    monkeypatch.setattr(os, "getloadavg", lambda: (cores - 0.5, 0.0, 0.0))
+    with blas_threads_for_load():
+        quiet = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    assert quiet == before
