@@ -1,12 +1,14 @@
 """Generate a realistic paired run log (DESIGN §3.1) and a skill library, for the benchmarks.
 
-    python bench/generate.py OUT_DIR --pairs 100000 [--skills 2000] [--files 4] [--seed 0]
+    python bench/generate.py OUT_DIR --pairs 100000 [--skills 2000] [--files 4] [--seed 0] [--pattern zipf|uniform]
 
 Writes OUT_DIR/runs-<k>.jsonl (one file per model, enabled and disabled records interleaved as a
 harness writes them), OUT_DIR/skills/<name>/SKILL.md (the library) and OUT_DIR/skills.jsonl (the
 same library as JSON Lines). Shape: 4 models x 3 benchmarks, 3 epochs per task, 40% of enabled
 runs retrieve (1-2 calls of 1-3 skills, Zipf-like popularity over the library, a few skills that
-hurt and a few that help), every record carries an answer string and a meta object. All randomness
+hurt and a few that help), every record carries an answer string and a meta object. `--pattern
+uniform` retrieves differently: one call of 1-3 skills drawn uniformly from the library, so every
+skill is retrieved about equally often (the co-retrieval graph is one component). All randomness
 is drawn in numpy up front; lines are formatted as bytes, so 1M pairs take well under a minute.
 """
 
@@ -53,8 +55,14 @@ def write_library(out: Path, n_skills: int, seed: int = 0) -> None:
     (out / "skills.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def generate(out: Path, n_pairs: int, n_skills: int = 2000, n_files: int = 4, seed: int = 0) -> list[Path]:
+PATTERNS = ("zipf", "uniform")
+
+
+def generate(out: Path, n_pairs: int, n_skills: int = 2000, n_files: int = 4, seed: int = 0,
+             pattern: str = "zipf") -> list[Path]:
     """Write `n_pairs` pairs over `n_files` files; return the file paths."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern must be one of {PATTERNS}")
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
     names = [s.encode() for s in skill_names(n_skills)]
@@ -71,6 +79,9 @@ def generate(out: Path, n_pairs: int, n_skills: int = 2000, n_files: int = 4, se
     n_calls = np.where(retrieve, rng.integers(1, 3, size=n), 0)
     # Zipf-like popularity: a few skills are retrieved very often
     pop = 1.0 / np.arange(1, n_skills + 1) ** 0.8
+    if pattern == "uniform":  # one call of 1-3 skills, every skill equally likely
+        n_calls = np.where(retrieve, 1, 0)
+        pop = np.ones(n_skills)
     pop /= pop.sum()
     perm = rng.permutation(n_skills)
     harmful = set(perm[:40].tolist())
@@ -136,9 +147,12 @@ def main() -> int:
     ap.add_argument("--skills", type=int, default=2000)
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pattern", choices=PATTERNS, default="zipf",
+                    help="zipf: 1-2 calls of 1-3 skills, Zipf-like popularity; uniform: one call of 1-3 "
+                         "skills drawn uniformly (every skill retrieved about equally often)")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    files = generate(args.out, args.pairs, args.skills, args.files, args.seed)
+    files = generate(args.out, args.pairs, args.skills, args.files, args.seed, args.pattern)
     write_library(args.out, args.skills, args.seed)
     size = sum(f.stat().st_size for f in files) / 1e6
     print(f"{args.pairs:,} pairs in {len(files)} files ({size:.0f} MB), {args.skills:,} skills, "

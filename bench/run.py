@@ -1,14 +1,19 @@
 """Benchmark suite: wall time and peak memory of skillaudit commands vs a pandas reference.
 
     python bench/run.py [--sizes 10000,100000,1000000] [--pandas-at 200000] [--timeout 900]
-                        [--rank-bootstrap 0] [--audit-bootstrap 0] [--skip audit] [--jobs 1] [--repeat 3]
+                        [--rank-bootstrap N] [--audit-bootstrap 0] [--skip audit] [--jobs 1] [--repeat 3]
+                        [--patterns zipf,uniform]
 
 For each size it generates (once, cached in bench/out/data/<pairs>/) a paired log in 4 files and a
 2,000-skill SKILL.md library (bench/generate.py), then runs each command in its own subprocess
 and records wall time, CPU time and peak memory (the larger of wait4's peak RSS and the sampled
 PSS of the whole process tree, workers included). At --pandas-at pairs it also runs
 bench/pandas_reference.py (the same per-skill counts as `rank`, written with read_json / merge /
-explode / groupby), checks the counts are equal, and prints the time and memory ratios.
+explode / groupby), checks the counts are equal, and prints the time and memory ratios, for
+each retrieval pattern of --patterns (zipf: Zipf-like skill popularity, 1-2 calls of 1-3 skills;
+uniform: every skill retrieved about equally often, 1-3 per retrieving pair; bench/generate.py).
+`rank` is timed as a user runs it: its default options (regression intervals on) unless
+--rank-bootstrap is given.
 Figures, not assertions; results are also appended to bench/out/results.jsonl.
 """
 
@@ -31,13 +36,13 @@ PY = sys.executable
 CLI = [PY, "-m", "skillaudit.cli"] if not (Path(PY).parent / "skillaudit").exists() else [str(Path(PY).parent / "skillaudit")]
 
 
-def dataset(n: int, skills: int) -> tuple[list[str], str]:
-    d = OUT / "data" / f"{n}"
+def dataset(n: int, skills: int, pattern: str = "zipf") -> tuple[list[str], str]:
+    d = OUT / "data" / (f"{n}" if pattern == "zipf" else f"{n}-{pattern}")
     files = sorted(str(p) for p in d.glob("runs-*.jsonl"))
     if not files or not (d / "skills").is_dir():
-        print(f"generating {n:,} pairs ...", file=sys.stderr, flush=True)
-        subprocess.run([PY, str(HERE / "generate.py"), str(d), "--pairs", str(n), "--skills", str(skills)],
-                       check=True, stdout=sys.stderr)
+        print(f"generating {n:,} pairs ({pattern}) ...", file=sys.stderr, flush=True)
+        subprocess.run([PY, str(HERE / "generate.py"), str(d), "--pairs", str(n), "--skills", str(skills),
+                        "--pattern", pattern], check=True, stdout=sys.stderr)
         files = sorted(str(p) for p in d.glob("runs-*.jsonl"))
     return files, str(d / "skills")
 
@@ -120,14 +125,21 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each step N times and report the run with the median wall time "
                          "(and the largest peak memory); use 3+ on a machine that is not quiet")
-    ap.add_argument("--rank-bootstrap", type=int, default=0,
-                    help="rank --bootstrap (regression CIs; 0 = off, see docs/scaling.md)")
+    ap.add_argument("--rank-bootstrap", type=int, default=None,
+                    help="rank --bootstrap (default: the command's own default, regression intervals on; "
+                         "0 = off, see docs/scaling.md)")
+    ap.add_argument("--patterns", default="zipf,uniform",
+                    help="retrieval patterns of the pandas comparison (the other steps use the first)")
     ap.add_argument("--audit-bootstrap", type=int, default=None, help="audit --bootstrap (default: the command's)")
     ap.add_argument("--skip", default="", help="comma list of steps to skip: metrics,rank,audit,jobs")
     ap.add_argument("--jobs", type=int, default=1,
                     help="also time `metrics --jobs N` next to the default (one worker per core); 0 = no")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    patterns = [x for x in args.patterns.split(",") if x]
+    rank_label = "rank" if args.rank_bootstrap is None else f"rank --bootstrap {args.rank_bootstrap}"
+    boot_args = [] if args.rank_bootstrap is None else ["--bootstrap", str(args.rank_bootstrap)]
+    comparisons: list[tuple[str, dict, dict, list[float], bool]] = []
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.pandas_at and args.pandas_at not in sizes:
         sizes = sorted([*sizes, args.pandas_at])
@@ -151,7 +163,7 @@ def main() -> int:
           + (f"; each step run {args.repeat} times, the median-wall run shown" if args.repeat > 1 else ""))
     print(f"{'pairs':>9}  {'step':<26}{'wall':>11}{'cpu':>11}{'peak':>12}{'wall/pair':>17}")
     for n in sizes:
-        files, lib = dataset(n, args.skills)
+        files, lib = dataset(n, args.skills, patterns[0])
         tmp = OUT / "tmp"
         tmp.mkdir(exist_ok=True)
         if "metrics" not in skip:
@@ -159,25 +171,35 @@ def main() -> int:
             if args.jobs > 0 and "jobs" not in skip:
                 record(n, f"metrics --jobs {args.jobs}",
                        repeated(args.repeat, [*CLI, "metrics", *files, "--json", "--jobs", str(args.jobs)], args.timeout))
-        rank_res = None
-        rank_cmd = [*CLI, "rank", *files, "--skills", lib, "--json", "--bootstrap", str(args.rank_bootstrap)]
+        rank_cmd = [*CLI, "rank", *files, "--skills", lib, "--json", *boot_args]
         pandas_cmd = [PY, str(HERE / "pandas_reference.py"), *files, "--json"]
         if n == args.pandas_at and "rank" not in skip:
-            # rank and pandas alternate, so a machine that slows down for a while slows both
-            rank_res, pd_res, ratios = interleaved(args.repeat, rank_cmd, pandas_cmd, args.timeout,
-                                                   str(tmp / "rank.json"), str(tmp / "pandas.json"))
-            record(n, f"rank (bootstrap {args.rank_bootstrap})", rank_res)
-            record(n, "pandas reference", pd_res)
-            if rank_res["exit"] == 0 and pd_res["exit"] == 0:
-                ours = {s["skill_id"]: [s["n_retrieved"], s["b"], s["c"]]
-                        for s in json.loads((tmp / "rank.json").read_text())["skills"] if s["n_retrieved"]}
-                theirs = json.loads((tmp / "pandas.json").read_text())
-                spread = f"; per round {min(ratios):.1f}-{max(ratios):.1f}x" if len(ratios) > 1 else ""
-                print(f"    per-skill counts equal to pandas: {ours == theirs} ({len(ours)} skills); "
-                      f"rank is {pd_res['wall_s'] / rank_res['wall_s']:.1f}x faster (median walls{spread}), "
-                      f"peak memory {rank_res['peak_mb'] / pd_res['peak_mb']:.2f} of pandas'", flush=True)
+            for pattern in patterns:
+                p_files, p_lib = (files, lib) if pattern == patterns[0] else dataset(n, args.skills, pattern)
+                p_rank = [*CLI, "rank", *p_files, "--skills", p_lib, "--json", *boot_args]
+                p_pandas = [PY, str(HERE / "pandas_reference.py"), *p_files, "--json"]
+                # rank and pandas alternate, so a machine that slows down for a while slows both
+                res, pd_res, ratios = interleaved(args.repeat, p_rank, p_pandas, args.timeout,
+                                                  str(tmp / "rank.json"), str(tmp / "pandas.json"))
+                tag = f" [{pattern}]" if len(patterns) > 1 else ""
+                record(n, f"{rank_label}{tag}", res)
+                record(n, f"pandas reference{tag}", pd_res)
+                if res["exit"] == 0 and pd_res["exit"] == 0:
+                    # rank judges each model on its own pairs: its rows are (model, skill); pandas pools
+                    ours: dict[str, list[int]] = {}
+                    for s in json.loads((tmp / "rank.json").read_text())["skills"]:
+                        if s["n_retrieved"]:
+                            acc = ours.setdefault(s["skill_id"], [0, 0, 0])
+                            for i, k in enumerate(("n_retrieved", "b", "c")):
+                                acc[i] += s[k]
+                    theirs = json.loads((tmp / "pandas.json").read_text())
+                    spread = f"; per round {min(ratios):.1f}-{max(ratios):.1f}x" if len(ratios) > 1 else ""
+                    print(f"    {pattern}: per-skill counts equal to pandas: {ours == theirs} ({len(ours)} skills); "
+                          f"`{rank_label}` is {pd_res['wall_s'] / res['wall_s']:.1f}x faster (median walls{spread}), "
+                          f"peak memory {res['peak_mb'] / pd_res['peak_mb']:.2f} of pandas'", flush=True)
+                    comparisons.append((pattern, res, pd_res, ratios, ours == theirs))
         elif "rank" not in skip:
-            rank_res = record(n, f"rank (bootstrap {args.rank_bootstrap})", repeated(args.repeat,
+            record(n, rank_label, repeated(args.repeat,
                 rank_cmd, args.timeout, stdout=str(tmp / "rank.json")))
         elif n == args.pandas_at:  # rank skipped: pandas' figures alone
             record(n, "pandas reference", repeated(args.repeat, pandas_cmd, args.timeout,
@@ -189,6 +211,14 @@ def main() -> int:
                 cmd += ["--bootstrap", str(args.audit_bootstrap)]
             record(n, "audit --embedder tfidf", repeated(args.repeat, cmd, args.timeout))
     marginal(rows)
+    if comparisons:
+        print(f"`{rank_label}` vs the pandas reference at {args.pandas_at:,} pairs "
+              f"(median walls; load average now {os.getloadavg()[0]:.1f}):")
+        print(f"  {'pattern':<10}{'rank':>10}{'pandas':>10}{'ratio':>8}  per round      counts equal")
+        for pattern, res, pd_res, ratios, equal in comparisons:
+            spread = f"{min(ratios):.1f}-{max(ratios):.1f}x" if ratios else "-"
+            print(f"  {pattern:<10}{res['wall_s']:>8.2f} s{pd_res['wall_s']:>8.2f} s"
+                  f"{pd_res['wall_s'] / res['wall_s']:>7.1f}x  {spread:<14} {equal}")
     return 0
 
 

@@ -30,7 +30,14 @@ import numpy as np
 
 from ._csr import Csr
 from .errors import InputError
-from .library_effect import N_PERMUTATIONS, LibraryEffect, library_effect, with_measured_differences
+from .library_effect import (
+    MIN_TESTED,
+    N_PERMUTATIONS,
+    LibraryEffect,
+    _merged_design,
+    library_effect,
+    with_measured_differences,
+)
 from .regression import SkillEffectRegression
 from .runs import PairedRuns
 from .stats import bh_qvalues, mcnemar_exact, mcnemar_midp, sign_flip_pvalue
@@ -100,6 +107,8 @@ class SkillAttribution:
     causal_relative: float | None = None
     causal_relative_ci: tuple[float, float] | None = None
     causal_n_withheld: int = 0
+    # the library's text differs from the one the runs saw (provenance.py); None = not known
+    edited: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +131,7 @@ class SkillAttribution:
             "causal_q": self.causal_q, "causal_relative": self.causal_relative,
             "causal_relative_ci": list(self.causal_relative_ci) if self.causal_relative_ci else None,
             "causal_n_withheld": self.causal_n_withheld,
+            "edited": self.edited,
         }
 
 
@@ -299,6 +309,8 @@ def attribute(
     n_perm: int = N_PERMUTATIONS,
     min_cond: int = 10,
     arms: Any = None,
+    cells: Sequence[tuple[int, Csr, np.ndarray]] = (),
+    cell_results: list[Any] | None = None,
 ) -> AttributionResult:
     """Per-skill exposure counts, additive shares, exclusive counts and (optionally) regression.
 
@@ -310,6 +322,9 @@ def attribute(
     `runs` is judged as one population: pass one model's pairs (`attribute_models` does) for
     per-model verdicts. With the regression and resamples on, the result carries the library-level
     effect and each skill's effect relative to the library average (`skillaudit.library_effect`).
+    `cells` are (benchmark index, merged design, tested columns) of this population's (model,
+    benchmark) cells, whose heterogeneity tests share this one's permutations; their results go to
+    `cell_results` (see `attribute_models`).
     """
     lib_ids: tuple[str, ...] = tuple(library.ids) if library is not None else ()
     extra = tuple(sorted(set(lib_ids) - set(runs.skills)))
@@ -366,10 +381,12 @@ def attribute(
         if x_call.nnz == X.nnz:  # every retrieval is in S_call: the fit's X'X is all of them
             co = reg.gram_
         strata = (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows]
+        row_bench = runs.benchmark[rows]
+        subsets = [(np.flatnonzero(row_bench == bi), z_c, tested_c) for bi, z_c, tested_c in cells]
         lib_effect, rel = library_effect(
             reg, x_call, f[rows], units[rows], strata, model=model or "*",
             benchmark=benchmark or "*", n_perm=n_perm, seed=seed, level=level, min_cond=min_cond,
-            baseline=runs.y_neg[rows])
+            baseline=runs.y_neg[rows], subsets=subsets, subset_results=cell_results)
     if co is None:
         co = X.gram()
 
@@ -482,7 +499,8 @@ class ModelAttributions:
         sums: dict[str, dict[str, Any]] = {}
         for res in self.results:
             for r in res.skills:
-                acc = sums.setdefault(r.skill_id, {"in_library": r.in_library, **dict.fromkeys(keys, 0)})
+                acc = sums.setdefault(r.skill_id, {"in_library": r.in_library, "edited": r.edited,
+                                                   **dict.fromkeys(keys, 0)})
                 for k in keys:
                     acc[k] += getattr(r, k)
         out = [SkillAttribution(skill_id=sid, rae_k=(v["net"] / v["n_retrieved"] if v["n_retrieved"] else None),
@@ -507,24 +525,39 @@ class ModelAttributions:
         }
 
 
-def library_verdict(runs: PairedRuns, n_boot: int = 2000, seed: int = 0, alpha: float = 1.0,
-                    level: float = 0.95, n_perm: int = N_PERMUTATIONS, min_cond: int = 10) -> LibraryEffect:
-    """The library-level effect of `runs` alone (the regression and the heterogeneity test, none of
-    the per-skill tables)."""
+def _cell_fit(runs: PairedRuns, n_boot: int, seed: int, alpha: float, level: float) -> dict[str, Any]:
+    """The regression a library-level verdict of `runs` needs, and its inputs."""
     hits = runs.retrieval
     X = Csr(np.ones(hits.nnz), hits.indices, hits.indptr, hits.shape)
     rows = np.flatnonzero(runs.retrieved)
     x_call = X.take_rows(rows)
     f = runs.flip.astype(np.float64)[rows]
     units = runs.unit_ids()[rows]
-    reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
+    # only the library-level figures are kept: no per-skill intervals (for wide libraries, no dense
+    # factorisation either: the sandwich's products come from conjugate gradients)
+    reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed,
+                                skill_intervals=False)
     reg.fit(x_call, f, groups=units if n_boot > 0 else None)
     strata = (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows]
     model = _label(runs.models, runs.model) if runs.n_pairs else "*"
     benchmark = _label(runs.benchmarks, runs.benchmark) if runs.n_pairs else "*"
-    return library_effect(reg, x_call, f, units, strata, model=model, benchmark=benchmark,
-                          n_perm=n_perm, seed=seed, level=level, min_cond=min_cond,
-                          baseline=runs.y_neg[rows])[0]
+    return {"reg": reg, "X": x_call, "y": f, "units": units, "strata": strata, "model": model,
+            "benchmark": benchmark, "baseline": runs.y_neg[rows]}
+
+
+def library_verdict(runs: PairedRuns, n_boot: int = 2000, seed: int = 0, alpha: float = 1.0,
+                    level: float = 0.95, n_perm: int = N_PERMUTATIONS, min_cond: int = 10,
+                    fitted: dict[str, Any] | None = None,
+                    heterogeneity: tuple[float, float, int] | None = None) -> LibraryEffect:
+    """The library-level effect of `runs` alone (the regression and the heterogeneity test, none of
+    the per-skill tables). `fitted`: `_cell_fit`'s result, when already computed;
+    `heterogeneity`: the test's result when it was computed with a larger population's
+    permutations (`attribute_models`)."""
+    c = fitted or _cell_fit(runs, n_boot, seed, alpha, level)
+    return library_effect(c["reg"], c["X"], c["y"], c["units"], c["strata"], model=c["model"],
+                          benchmark=c["benchmark"], n_perm=n_perm, seed=seed, level=level,
+                          min_cond=min_cond, baseline=c["baseline"], relative=False,
+                          heterogeneity=heterogeneity)[0]
 
 
 def attribute_models(
@@ -556,16 +589,32 @@ def attribute_models(
         sub_arms = None
         if arms is not None:
             sub_arms = arms if m is None else arms.restricted(np.flatnonzero(runs.model == runs.models.index(m)))
-        res = attribute(sub, library, arms=sub_arms, **kw)
+        bench = np.unique(sub.benchmark)
+        fits: list[tuple[int, PairedRuns, dict[str, Any]]] = []
+        shared: list[tuple[int, Csr, np.ndarray]] = []
+        if regression and n_boot > 0 and bench.size > 1:
+            # each (model, benchmark) cell's verdict; their heterogeneity tests are computed from
+            # the model's permutations (a within-block permutation of the model's tasks is one of
+            # each cell's), which saves each cell's own permutation work
+            for bi in bench.tolist():
+                cell = sub.subset(sub.benchmark == bi)
+                fit = _cell_fit(cell, n_boot, seed, alpha, level)
+                fits.append((bi, cell, fit))
+                reg_c = fit["reg"]
+                tested_c = reg_c.group_n_ >= MIN_TESTED
+                if (reg_c.interval_method_ is not None and int(tested_c.sum()) >= 2
+                        and fit["X"].shape[0] >= min_cond and reg_c.n_groups_):
+                    shared.append((bi, _merged_design(fit["X"], reg_c.col_group_, reg_c.n_groups_), tested_c))
+        found: list[Any] = []
+        res = attribute(sub, library, arms=sub_arms, cells=shared, cell_results=found, **kw)
         results.append(res)
         if res.library is not None:
             effects.append(res.library)
-        bench = np.unique(sub.benchmark)
-        if regression and n_boot > 0 and bench.size > 1:
-            for bi in bench.tolist():
-                cell = sub.subset(sub.benchmark == bi)
-                effects.append(library_verdict(cell, n_boot=n_boot, seed=seed, alpha=alpha,
-                                               level=level, n_perm=n_perm, min_cond=min_cond))
+        het_of = dict(zip([bi for bi, _, _ in shared], found, strict=False)) if len(found) == len(shared) else {}
+        for bi, cell, fit in fits:
+            effects.append(library_verdict(cell, n_boot=n_boot, seed=seed, alpha=alpha, level=level,
+                                           n_perm=n_perm, min_cond=min_cond, fitted=fit,
+                                           heterogeneity=het_of.get(bi)))
     settings = {**(results[0].settings if results else {}), "pooled_models": bool(pooled),
                 "models": [r.model for r in results]}
     settings.pop("model", None)

@@ -169,6 +169,18 @@ def load_arms_for_cli(runs: tuple[str, ...], paired: Any, filtered: bool = False
     return arms
 
 
+def edited_for_cli(runs: tuple[str, ...], lib: Any) -> dict[str, bool]:
+    """{skill id: edited since the runs?} from the logs' skill hashes; warns once per edited skill."""
+    if lib is None:
+        return {}
+    from .provenance import edited_skills, edited_warning, seen_hashes
+
+    edited = edited_skills(seen_hashes(runs), lib)
+    for sid in sorted(s for s, e in edited.items() if e):
+        warn(edited_warning(sid))
+    return edited
+
+
 def load_library_for_cli(path: str | None) -> Any:
     """Load a skill library leniently, printing its warnings on stderr; None when no path."""
     if path is None:
@@ -377,23 +389,42 @@ def import_group() -> None:
 @click.option("--tool", default="search_skills", show_default=True, help="Name of the skill retrieval tool.")
 @click.option("--scorer", default=None, help="Scorer whose value is the outcome (NAME, or NAME:KEY for a dict score); needed when there are several.")
 @click.option("--threshold", default=1.0, show_default=True, type=float, help="A numeric score (C=1, P=0.5, I=0) is correct when >= this.")
+@click.option("--arm", "arm_logs", multiple=True, metavar="NAME=LOG",
+              help="A counterfactual arm's Inspect log (repeatable): its samples become arm NAME records "
+                   "(random, filler, empty, corrupted, mask, pruned; replicate = a second disabled run).")
 @skills_option()
 @import_options
 @reports_errors
 def import_inspect_cmd(enabled: tuple[str, ...], disabled: tuple[str, ...], tool: str, scorer: str | None,
-                       threshold: float, skills_path: str | None, output: str, model: str | None,
-                       benchmark: str | None, as_json: bool, quiet: bool) -> None:
-    """Inspect AI logs: pair samples on (id, epoch); retrievals from the tool's calls."""
+                       threshold: float, arm_logs: tuple[str, ...], skills_path: str | None, output: str,
+                       model: str | None, benchmark: str | None, as_json: bool, quiet: bool) -> None:
+    """Inspect AI logs: pair samples on (model, sample id, epoch) within the dataset; retrievals from the tool's calls.
+
+    The two sides may be different tasks (skills_on / skills_off) over one dataset: the benchmark
+    is named after the dataset, else the task names' common stem.
+    """
+    from .importers._common import check_arm
     from .importers.inspect_ai_log import import_inspect
 
-    _check_import_output(output, as_json, [*enabled, *disabled])
+    arms = []
+    for spec in arm_logs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"{spec!r}: expected NAME=LOG (e.g. random=logs/random.eval)",
+                                     param_hint="'--arm'")
+        try:
+            check_arm(name)
+        except SkillauditError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--arm'") from None
+        arms.append((name, path))
+    _check_import_output(output, as_json, [*enabled, *disabled, *(p for _, p in arms)])
     ids = None
     if skills_path is not None:
         from .library import load_library
 
         ids = load_library(skills_path).ids
     result = import_inspect(enabled, disabled, tool=tool, scorer=scorer, threshold=threshold,
-                            skill_ids=ids, model=model, benchmark=benchmark)
+                            skill_ids=ids, model=model, benchmark=benchmark, arms=arms)
     _finish_import(result, output, as_json, quiet)
 
 
@@ -612,8 +643,14 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
     arms = load_arms_for_cli(runs, paired, filtered=model is not None or benchmark is not None)
-    return lib, paired, attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
-                                         n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+    edited = edited_for_cli(runs, lib)
+    attr = attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
+                            n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+    if edited:
+        from .provenance import mark_edited
+
+        attr = mark_edited(attr, edited)
+    return lib, paired, attr
 
 
 @cli.command()
@@ -832,12 +869,13 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     lib = load_library_for_cli(skills_path)
     paired = load_runs_for_cli(runs, strict, lib, jobs)
     arms = load_arms_for_cli(runs, paired)
+    edited = edited_for_cli(runs, lib)
     result = build_audit(
         runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
         min_cond=min_cond,
         attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=paired,
-        arms=arms,
+        arms=arms, edited=edited,
     )
     used = result.inputs["settings"].get("embedder_used")
     if used and used != embedder:

@@ -157,6 +157,23 @@ def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndar
     distribution of that minimum (the same permutations), so the combination stays exact.
     The statistic reported is the sum.
     """
+    return heterogeneity_tests(Z, y, units, strata, tested, (), n_perm, seed, baseline)[0]
+
+
+def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndarray,
+                        tested: np.ndarray, subsets: Sequence[tuple[np.ndarray, Csr, np.ndarray]] = (),
+                        n_perm: int = N_PERMUTATIONS, seed: int = 0,
+                        baseline: np.ndarray | None = None) -> list[tuple[float, float, int] | None]:
+    """`heterogeneity_test` of Z, then of each subset, from the same permutations.
+
+    A subset `(rows, Z_s, tested_s)` is one stratum's rows (indices into Z's rows, in order) with
+    its own merged design Z_s: the test a (model, benchmark) cell would get on its own. A
+    permutation of Z's tasks within their blocks, restricted to one stratum, permutes that
+    stratum's tasks within theirs, so the subset's test stays exact and costs only its statistic
+    (the permuted residuals are shared). Residuals are centred per (stratum, class) either way.
+    A subset whose rows' classes under Z_s differ from theirs under Z (a merge of identical
+    columns only inside it changes a row's retrieved-set size) gets None: test it on its own.
+    """
     import scipy.sparse as sp
 
     n = Z.shape[0]
@@ -167,31 +184,66 @@ def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndar
     cell = cell.ravel()
     mean = np.bincount(cell, weights=y) / np.bincount(cell)
     r = y - mean[cell]
-    cols = np.flatnonzero(tested)
-    zt = sp.csr_matrix(Z.to_scipy().T)[cols]  # tested columns x rows
-    n_g = np.asarray(zt.sum(axis=1)).ravel()
 
-    def stats(res: np.ndarray) -> np.ndarray:  # res: rows x B -> 2 x B (sum, max)
-        u = np.asarray(zt @ res)
-        z2 = u * u / n_g[:, None]
-        return np.vstack([z2.sum(axis=0), z2.max(axis=0)])
+    def scorer(design: Csr, cols_on: np.ndarray) -> Any:
+        zt = sp.csr_matrix(design.to_scipy().T)[np.flatnonzero(cols_on)]  # tested columns x rows
+        n_g = np.asarray(zt.sum(axis=1)).ravel()
 
-    obs = stats(r[:, None])[:, 0]
+        def stats(res: np.ndarray) -> np.ndarray:  # res: rows x B -> 2 x B (sum, max)
+            u = np.asarray(zt @ res)
+            z2 = u * u / n_g[:, None]
+            return np.vstack([z2.sum(axis=0), z2.max(axis=0)])
+
+        return stats
+
+    designs: list[tuple[np.ndarray | None, Any]] = [(None, scorer(Z, tested))]
+    shared: list[bool] = []
+    for rows, z_s, tested_s in subsets:
+        ok = (rows.size == z_s.shape[0] and np.unique(strata[rows]).size <= 1
+              and np.array_equal(np.diff(z_s.indptr) * 2 + base[rows], k[rows]))
+        shared.append(bool(ok))
+        if ok:
+            designs.append((rows, scorer(z_s, tested_s)))
+    obs = [stats(r[:, None] if rows is None else r[rows][:, None])[:, 0] for rows, stats in designs]
     block, unit, pos, row_at = _permutation_plan(units, k, strata)
     n_units = block.size
     b_total = int(min(n_perm, max(199, _PERM_WORK // max(n_units, 1))))
     rng = np.random.default_rng(seed)
     placed = np.argsort(block, kind="stable")  # position i of the sorted order holds task placed[i]
-    perm = np.empty((2, b_total))
+    # blocks are runs of the sorted order; each permutation shuffles every block of 2+ tasks on its
+    # own (Fisher-Yates, O(tasks) per permutation; sorting random keys was 2/3 of the test's time)
+    edges = np.concatenate([[0], np.cumsum(np.bincount(block))])
+    runs = [(int(s), int(e)) for s, e in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True) if e - s > 1]
+    slot = np.empty(n_units, dtype=np.int64)
+    slot[placed] = np.arange(n_units)  # task t sits at position slot[t] of the sorted order
+    row_slot = slot[unit]  # each row's task's position
+    width = row_at.shape[1]
+    # each task's residuals by position (padding never read: a task only takes a same-block task's)
+    r_at = np.where(row_at >= 0, r[np.maximum(row_at, 0)], 0.0).ravel()
+    perm = [np.empty((2, b_total)) for _ in designs]
     chunk = max(1, _CHUNK_CELLS // max(n, n_units, 1))
     for start in range(0, b_total, chunk):
         b = min(chunk, b_total - start)
-        shuffled = np.argsort(block[None, :] + rng.random((b, n_units)), axis=1)
-        src_unit = np.empty((b, n_units), dtype=np.int64)
-        src_unit[:, placed] = shuffled  # task placed[i] takes the outcomes of task shuffled[i]
-        src_rows = row_at[src_unit[:, unit], pos]  # b x rows
-        perm[:, start:start + b] = stats(r[src_rows].T)
-    # each statistic's p-value among the observed and permuted values (ties count as exceeding)
+        shuffled = np.broadcast_to(placed, (b, n_units)).copy()
+        for s, e in runs:
+            shuffled[:, s:e] = rng.permuted(shuffled[:, s:e], axis=1)
+        # task placed[i] takes the outcomes of task shuffled[i]: row (task t, position j) gets the
+        # residual of row (shuffled[slot[t]], j)
+        src = shuffled[:, row_slot]
+        src *= width
+        src += pos
+        permuted = r_at[src]  # b x rows
+        for (rows, stats), out in zip(designs, perm, strict=True):
+            out[:, start:start + b] = stats(permuted.T if rows is None else permuted[:, rows].T)
+    results = [(float(o[0]), _combined_p(o, pm, b_total), b_total) for o, pm in zip(obs, perm, strict=True)]
+    out: list[tuple[float, float, int] | None] = [results[0]]
+    it = iter(results[1:])
+    out.extend(next(it) if ok else None for ok in shared)
+    return out
+
+
+def _combined_p(obs: np.ndarray, perm: np.ndarray, b_total: int) -> float:
+    """p of min(p_sum, p_max) among the observed and permuted statistics (ties count as exceeding)."""
     every = np.hstack([obs[:, None], perm])  # 2 x (B + 1)
     tol = 1e-9 * np.maximum(1.0, np.abs(every).max(axis=1, keepdims=True))
     ranks = np.empty_like(every)
@@ -199,8 +251,7 @@ def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndar
         order = np.sort(every[i])
         ranks[i] = (b_total + 1 - np.searchsorted(order, every[i] - tol[i], side="left")) / (b_total + 1)
     min_p = ranks.min(axis=0)
-    p = float((min_p <= min_p[0] + 1e-12).sum() / (b_total + 1))
-    return float(obs[0]), p, b_total
+    return float((min_p <= min_p[0] + 1e-12).sum() / (b_total + 1))
 
 
 # ---------------------------------------------------------------- depth: harm per extra skill
@@ -303,12 +354,19 @@ def library_effect(
     min_cond: int = 10,
     alpha: float = HETEROGENEITY_ALPHA,
     baseline: np.ndarray | None = None,
+    relative: bool = True,
+    subsets: Sequence[tuple[np.ndarray, Csr, np.ndarray]] = (),
+    subset_results: list[Any] | None = None,
+    heterogeneity: tuple[float, float, int] | None = None,
 ) -> tuple[LibraryEffect, RelativeEffects]:
     """The library-level effect and each skill's relative effect from a fitted regression.
 
     `reg` is a fitted `SkillEffectRegression` on `X` (retrieving pairs x skills, 0/1, canonical)
     and flips `y`; `units` is each row's task, `strata` each row's (model, benchmark) cell,
     `baseline` each row's disabled outcome (the heterogeneity test compares like with like).
+    `subsets` are tested from the same permutations (`heterogeneity_tests`), their results
+    appended to `subset_results` (nothing when this test does not run); `heterogeneity` is such
+    a result computed elsewhere, used instead of running the test.
     """
     p = X.shape[1]
     n_pairs = X.shape[0]
@@ -345,11 +403,12 @@ def library_effect(
             var_m = float(n_g @ vn) / big_n**2
             se_m = var_m ** 0.5
             mean_ci = (mean - z * se_m, mean + z * se_m)
-            var_rel = c_g**2 * np.maximum(cov.diag() - 2 * vn / big_n + var_m, 0.0)
-            se = np.sqrt(var_rel)
-            rel_ci_g = np.column_stack([rel_g - z * se, rel_g + z * se])
-            zs = np.abs(rel_g) / np.where(se > 0, se, 1.0)
-            rel_p_g = np.where(se > 0, np.vectorize(math.erfc)(zs / math.sqrt(2.0)), 1.0)
+            if relative:  # the per-skill intervals need the sandwich's diagonal
+                var_rel = c_g**2 * np.maximum(cov.diag() - 2 * vn / big_n + var_m, 0.0)
+                se = np.sqrt(var_rel)
+                rel_ci_g = np.column_stack([rel_g - z * se, rel_g + z * se])
+                zs = np.abs(rel_g) / np.where(se > 0, se, 1.0)
+                rel_p_g = np.where(se > 0, np.vectorize(math.erfc)(zs / math.sqrt(2.0)), 1.0)
         # back to skills: a skill alone in its merged column, with an estimable coefficient
         cg = reg.col_group_
         grp = np.maximum(cg, 0)
@@ -361,9 +420,15 @@ def library_effect(
         tested = n_g >= MIN_TESTED
         n_tested = int(tested.sum())
         if has_interval and n_tested >= 2 and reportable:
-            Z = _merged_design(X, cg, g)
-            t_obs, het_p, n_done = heterogeneity_test(Z, y, units, strata, tested, n_perm, seed,
-                                                      baseline=baseline)
+            if heterogeneity is not None:
+                t_obs, het_p, n_done = heterogeneity
+            else:
+                Z = _merged_design(X, cg, g)
+                found = heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed,
+                                            baseline=baseline)
+                t_obs, het_p, n_done = found[0]  # type: ignore[misc]
+                if subset_results is not None:
+                    subset_results.extend(found[1:])
         k = np.diff(X.indptr)
         slope, slope_ci = depth_slope(k, y, units, strata, reg.n_boot if has_interval else 0, seed, level)
 

@@ -54,14 +54,17 @@ class SkillEffectRegression:
     scikit-learn (a second of start-up).
     """
 
-    _param_names = ("alpha", "n_boot", "level", "random_state")
+    _param_names = ("alpha", "n_boot", "level", "random_state", "skill_intervals")
 
     def __init__(self, alpha: float = 1.0, n_boot: int = 2000, level: float = 0.95,
-                 random_state: int | None = 0) -> None:
+                 random_state: int | None = 0, skill_intervals: bool = True) -> None:
         self.alpha = alpha
         self.n_boot = n_boot
         self.level = level
         self.random_state = random_state
+        # False: a wide design gets only what library-level figures need (the sandwich operator
+        # `group_cov_.times`, by conjugate gradients), not the per-skill intervals (its diagonal)
+        self.skill_intervals = skill_intervals
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._param_names}
@@ -74,7 +77,8 @@ class SkillEffectRegression:
         return self
 
     def __repr__(self) -> str:
-        return f"SkillEffectRegression(alpha={self.alpha!r}, n_boot={self.n_boot!r}, level={self.level!r}, random_state={self.random_state!r})"
+        return (f"SkillEffectRegression(alpha={self.alpha!r}, n_boot={self.n_boot!r}, level={self.level!r}, "
+                f"random_state={self.random_state!r}, skill_intervals={self.skill_intervals!r})")
 
     def fit(self, X: Any, y: Any, groups: Any = None) -> SkillEffectRegression:
         X = Csr.of(X)
@@ -133,7 +137,9 @@ class SkillEffectRegression:
             est_g = _estimable(null, g)
             factor = None
             wide = g > _MAX_BOOT_SKILLS
-            coef_cg = _ridge_cg(zgram, rhs, self.alpha) if wide and self.n_boot <= 0 and self.alpha > 0 else None
+            lean = wide and self.n_boot > 0 and not self.skill_intervals and self.alpha > 0
+            coef_cg = (_ridge_cg(zgram, rhs, self.alpha)
+                       if wide and (self.n_boot <= 0 or lean) and self.alpha > 0 else None)
             if coef_cg is not None:
                 coef_g = coef_cg
             elif self.alpha > 0:
@@ -143,7 +149,8 @@ class SkillEffectRegression:
                 if wide and self.n_boot > 0:  # the sandwich interval reuses the factor
                     from scipy import linalg
 
-                    factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
+                    with blas_threads_for_load():
+                        factor = linalg.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
                     coef_g = linalg.cho_solve(factor, rhs, check_finite=False)
                 else:
                     coef_g = np.linalg.solve(dense, rhs)
@@ -153,7 +160,14 @@ class SkillEffectRegression:
                 Z = _merge_columns(X.to_scipy(), col_group, g)
             if self.n_boot > 0 and wide and factor is not None:
                 # too wide for resampling: cluster-robust (task-level) sandwich interval instead
-                ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, factor, self.level)
+                with blas_threads_for_load():
+                    ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, self.level, factor=factor)
+                boot_g = np.full((0, g), np.nan)
+                self.interval_method_ = "sandwich"
+            elif self.n_boot > 0 and wide and coef_cg is not None:
+                # lean: the sandwich as an operator (CG solves on the sparse Gram matrix), no diagonal
+                ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, self.level,
+                                                       gram=zgram, alpha=self.alpha)
                 boot_g = np.full((0, g), np.nan)
                 self.interval_method_ = "sandwich"
             elif self.n_boot > 0:
@@ -502,33 +516,90 @@ def _dependent_sets(null: np.ndarray, est: np.ndarray) -> dict[int, list[int]]:
 
 class SandwichCov:
     """The task-clustered sandwich covariance V = A^-1 (sum_u s_u s_u') A^-1 of a ridge fit, as an
-    operator: `diag()` and `times(w)` (V w) without forming the g x g matrix."""
+    operator: `diag()` and `times(w)` (V w) without forming the g x g matrix.
 
-    def __init__(self, factor: tuple[np.ndarray, bool], scores: sp.csr_matrix, scale: float,
-                 var: np.ndarray) -> None:
-        self._factor, self._scores, self._scale, self._var = factor, scores, scale, var
+    `solve(v)` is A^-1 v (from the dense inverse, or conjugate gradients on the sparse Gram
+    matrix); `var` the diagonal, None when it was not computed (lean fits: `diag()` raises).
+    """
+
+    def __init__(self, solve: Any, scores: sp.csr_matrix, scale: float, var: np.ndarray | None) -> None:
+        self._solve, self._scores, self._scale, self._var = solve, scores, scale, var
 
     def diag(self) -> np.ndarray:
+        if self._var is None:
+            raise ValueError("this sandwich covariance was computed without its diagonal (skill_intervals=False)")
         return self._var
 
     def times(self, w: np.ndarray) -> np.ndarray:
-        from scipy import linalg
-
-        a_w = linalg.cho_solve(self._factor, np.asarray(w, dtype=np.float64), check_finite=False)
+        a_w = self._solve(np.asarray(w, dtype=np.float64).ravel())
         meat_w = self._scores.T @ (self._scores @ a_w)
-        return self._scale * linalg.cho_solve(self._factor, np.asarray(meat_w).ravel(), check_finite=False)
+        return self._scale * self._solve(np.asarray(meat_w, dtype=np.float64).ravel())
 
 
-def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndarray,
-              factor: tuple[np.ndarray, bool], level: float) -> tuple[np.ndarray, np.ndarray, SandwichCov]:
+def blas_threads_for_load() -> Any:
+    """A context for the dense factorisations: one BLAS thread when the cores are oversubscribed.
+
+    OpenBLAS threads busy-wait for each other; when the load average is at least the number of
+    cores (other processes hold them), a 2,000 x 2,000 Cholesky + potri took 5 s with two
+    threads instead of 0.4 s with one (measured). On a quiet machine nothing changes. Needs
+    threadpoolctl (installed with scikit-learn); without it, a no-op.
+    """
+    import contextlib
+    import os
+
+    try:
+        busy = os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except OSError:
+        busy = False
+    if not busy:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def _cho_inverse(factor: tuple[np.ndarray, bool]) -> np.ndarray:
+    """A^-1 from the Cholesky factor of A (LAPACK potri: 2/3 g^3, a third of solving A X = I)."""
+    from scipy import linalg
+
+    c, lower = factor
+    inv, info = linalg.lapack.dpotri(c, lower=lower)
+    if info != 0:  # cannot happen for a factor cho_factor accepted; keep the plain route anyway
+        return linalg.cho_solve(factor, np.eye(c.shape[0]), check_finite=False)
+    tri = np.tril(inv) if lower else np.triu(inv)
+    return tri + (np.tril(inv, -1).T if lower else np.triu(inv, 1).T)
+
+
+def _diag_of_sandwich(scores: sp.csr_matrix, a_inv: np.ndarray) -> np.ndarray:
+    """diag(A^-1 S'S A^-1) = column sums of (S A^-1)^2, S sparse (units x g), in row chunks.
+
+    S has a few entries per task, so S A^-1 costs nnz(S) x g instead of the 2 g^3 of forming
+    A^-1 M A^-1; chunks keep the dense (units x g) product at ~16 MB.
+    """
+    n_units, g = scores.shape
+    var = np.zeros(g)
+    step = max(1, 2_000_000 // max(g, 1))
+    for start in range(0, n_units, step):
+        blk = np.asarray(scores[start:start + step] @ a_inv)
+        var += np.einsum("ij,ij->j", blk, blk)
+    return var
+
+
+def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndarray, level: float, *,
+              factor: tuple[np.ndarray, bool] | None = None, gram: Csr | None = None,
+              alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray, SandwichCov]:
     """Normal intervals and p-values from the task-clustered sandwich covariance of the ridge fit.
 
-    cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u; only its
-    diagonal is formed, so a 2,000-skill library costs one factorisation and one product. The
+    cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u. With the
+    Cholesky `factor` of A, its diagonal (the per-skill intervals) comes from A^-1 (`_cho_inverse`)
+    and the sparse scores (`_diag_of_sandwich`). Without it (lean fits: `gram` = Z'Z), only the
+    operator is returned, its solves by conjugate gradients, and the intervals are NaN. The
     returned operator gives V w for contrasts (library means, relative effects).
     """
     import scipy.sparse as sp
-    from scipy import linalg, special
+    from scipy import special
 
     n, g = Z.shape
     _, unit = np.unique(groups, return_inverse=True)
@@ -537,17 +608,28 @@ def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndar
     resid = y - np.asarray(Z @ coef).ravel()
     agg = sp.csr_matrix((np.ones(n), (unit, np.arange(n))), shape=(n_units, n))
     scores = (agg @ Z.multiply(resid[:, None]).tocsr()).tocsr()
-    meat = (scores.T @ scores).toarray()
-    a_inv = linalg.cho_solve(factor, np.eye(g))
     scale = n_units / max(n_units - 1, 1)
-    var = np.einsum("ij,ij->i", a_inv @ meat, a_inv)  # diag(A^-1 M A^-1), A symmetric
-    var = np.maximum(var * scale, 0.0)
+    if factor is None:
+        assert gram is not None
+
+        def solve(v: np.ndarray) -> np.ndarray:
+            x = _ridge_cg(gram, v, alpha)
+            if x is None:  # no convergence (not seen in practice): the dense solve
+                dense = gram.toarray()
+                dense.flat[:: g + 1] += alpha
+                x = np.linalg.solve(dense, v)
+            return x
+
+        nan = np.full(g, np.nan)
+        return np.column_stack([nan, nan]), nan.copy(), SandwichCov(solve, scores, scale, None)
+    a_inv = _cho_inverse(factor)
+    var = np.maximum(_diag_of_sandwich(scores, a_inv) * scale, 0.0)
     se = np.sqrt(var)
     z = special.ndtri(0.5 + level / 2)
     ci = np.column_stack([coef - z * se, coef + z * se])
     with np.errstate(divide="ignore", invalid="ignore"):
         pv = np.where(se > 0, 2 * special.ndtr(-np.abs(coef) / se), 1.0)
-    return ci, pv, SandwichCov(factor, scores, scale, var)
+    return ci, pv, SandwichCov(lambda v: a_inv @ v, scores, scale, var)
 
 
 def _percentile(samples: np.ndarray, level: float) -> np.ndarray:

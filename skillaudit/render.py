@@ -173,6 +173,9 @@ def rank_table(result: Any, top: int | None = None, out: Console | None = None) 
         if s.in_library is False:
             flag.append("not in library")
             notes.add("not in library: retrieved by the agent but missing from --skills.")
+        if s.edited:
+            flag.append("edited")
+            notes.add("edited: the library's text differs from the one these runs retrieved.")
         if s.identifiable is False and s.aliases:
             flag.append("≡ " + ", ".join(s.aliases[:2]) + ("…" if len(s.aliases) > 2 else ""))
             notes.add("≡ X: never retrieved apart from X; the regression reports their joint effect only.")

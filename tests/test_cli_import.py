@@ -29,7 +29,10 @@ def test_evalplus_writes_run_log_and_summary(tmp_path: Path) -> None:
     res = _run("import", "evalplus", "--enabled", EP_ON, "--disabled", EP_OFF, "--model", "m", "-o", str(out))
     assert res.exit_code == 0, res.output
     assert res.stdout == ""
-    assert res.stderr.splitlines()[0] == "evalplus: 4 pair(s), 8 record(s) from 4 enabled and 4 disabled run(s)"
+    assert res.stderr.splitlines()[0] == (
+        "evalplus: 4 pair(s), 8 record(s) from 4 enabled and 4 disabled run(s); paired on (model, task id, "
+        "epoch); benchmark from the task ids (HumanEval/ -> humaneval_plus, Mbpp/ -> mbpp_plus)"
+    )
     assert res.stderr.splitlines()[-1] == f"wrote 8 records (4 pairs) to {out}"
     runs = load_runs([str(out)])
     assert runs.n_pairs == 4 and runs.models == ("m",) and runs.benchmarks == ("humaneval_plus",)

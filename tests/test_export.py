@@ -49,3 +49,30 @@ def test_export_refuses_a_folder_with_other_files(log, tmp_path):
     res = CliRunner().invoke(cli, ["export", log, "--parquet", str(tmp_path)])
     assert res.exit_code == 2 and "folder is not empty (has " in res.output
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def _scaling_sql() -> str:
+    """The DuckDB query of docs/scaling.md, as printed there."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "scaling.md").read_text()
+    start = text.index("```sql\n") + len("```sql\n")
+    return text[start:text.index("```", start)]
+
+
+def test_scaling_doc_duckdb_query_equals_rank(log, tmp_path):
+    """The SQL of docs/scaling.md run by DuckDB over the export gives rank --json's counts, in rank's order."""
+    duckdb = pytest.importorskip("duckdb")
+    out = tmp_path / "export"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["export", log, "--parquet", str(out)])
+    assert res.exit_code == 0, res.output
+    sql = _scaling_sql()
+    assert sql.count("'export/") == 2
+    rows = duckdb.connect().execute(sql.replace("'export/", f"'{out}/")).fetchall()
+    rank = json.loads(runner.invoke(cli, ["rank", log, "--json", "--bootstrap", "0", "--pool-models"]).stdout)
+    want = [(s["skill_id"], s["n_retrieved"], s["b"], s["c"], s["net"], round(s["share"], 9), s["exclusive_n"])
+            for s in rank["skills"] if s["n_retrieved"]]
+    got = [(str(sid), int(n), int(b), int(c), int(net), round(float(share), 9), int(ex))
+           for sid, n, b, c, net, share, ex in rows]
+    assert len(got) == 7 and got == want

@@ -191,3 +191,147 @@ def test_a_folder_stands_for_its_logs(inspect_logs: tuple[str, str]) -> None:
     on, off = (str(Path(p).parent) for p in inspect_logs)
     records, report = import_inspect([on], [off])
     assert report.pairs == 5 and len(records) == 10
+
+
+# ---------------------------------------------------------------- two tasks over one dataset
+@tool(name="search_skills")
+def search_nothing():
+    async def execute(query: str):
+        """Search the skill library (an 'empty' arm: returns nothing).
+
+        Args:
+            query: What the skill should help with.
+        """
+        return "[]"
+
+    return execute
+
+
+def _scripted_by_tools():
+    """One mockllm output function for every task: answers as the enabled run when offered a tool."""
+    by_question = {c[0]: sid for sid, c in {**CASES, **PROSE}.items()}
+
+    def outputs(input, tools, tool_choice, config):
+        question = next(m.text for m in input if m.role == "user")
+        sid = by_question[question]
+        case = {**CASES, **PROSE}[sid]
+        called = any(m.role == "tool" for m in input)
+        wants_tool = bool(tools) and (sid in PROSE or CASES[sid][4] is not None)
+        if wants_tool and not called:
+            return _usage(ModelOutput.for_tool_call(MODEL, "search_skills", {"query": sid}))
+        return _usage(ModelOutput.from_content(MODEL, case[2] if tools else case[3]))
+
+    return outputs
+
+
+def _two_task_logs(root: Path, dataset_name: str | None) -> dict[str, str]:
+    from inspect_ai.dataset import MemoryDataset
+
+    samples = [Sample(id=sid, input=c[0], target=c[1]) for sid, c in {**CASES, **PROSE}.items()]
+    data = MemoryDataset(samples, name=dataset_name)
+    tasks = [
+        Task(dataset=data, solver=[use_tools(search_skills()), generate()], scorer=match(), name="skills_on"),
+        Task(dataset=data, solver=[generate()], scorer=match(), name="skills_off"),
+        Task(dataset=data, solver=[use_tools(search_nothing()), generate()], scorer=match(), name="skills_empty"),
+    ]
+    model = get_model(MODEL, custom_outputs=_scripted_by_tools())
+    logs = inspect_eval(tasks, model=model, log_dir=str(root), display="none", max_samples=1, epochs=2)
+    assert [log.status for log in logs] == ["success"] * 3
+    return {log.eval.task: log.location for log in logs}
+
+
+@pytest.fixture(scope="module")
+def two_task_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """skills_on / skills_off / skills_empty over one named MemoryDataset, 2 epochs, in one inspect eval."""
+    return _two_task_logs(tmp_path_factory.mktemp("two_tasks"), "arith_ds")
+
+
+def test_two_tasks_over_one_dataset_pair_fully(two_task_logs: dict[str, str]) -> None:
+    """Two Inspect tasks (skills_on, skills_off) over one dataset pair every sample and epoch, benchmark = dataset."""
+    records, report = import_inspect([two_task_logs["skills_on"]], [two_task_logs["skills_off"]])
+    assert report.pairs == 10 and report.records == 20 and not report.unpaired
+    assert {r["benchmark"] for r in records} == {"arith_ds"}
+    assert {(r["task_id"], r["epoch"]) for r in records} == {(s, e) for s in [*CASES, *PROSE] for e in (1, 2)}
+    recs = {(r["task_id"], r["epoch"], r["condition"]): r for r in records}
+    assert recs[("add", 2, "enabled")]["correct"] and not recs[("add", 2, "disabled")]["correct"]
+    assert report.summary() == (
+        "inspect: 10 pair(s), 20 record(s) from 10 enabled and 10 disabled run(s); paired on "
+        "(model, sample id, epoch); benchmark 'arith_ds' (the dataset name)"
+    )
+
+
+def test_two_unnamed_dataset_tasks_pair_under_the_task_names_stem(tmp_path: Path) -> None:
+    """Without a dataset name the benchmark is the common stem of the task names (skills_on/off -> skills)."""
+    logs = _two_task_logs(tmp_path, None)
+    records, report = import_inspect([logs["skills_on"]], [logs["skills_off"]])
+    assert report.pairs == 10 and {r["benchmark"] for r in records} == {"skills"}
+    assert report.naming == "benchmark 'skills' (the common stem of the task names 'skills_on' and 'skills_off')"
+
+
+def test_cli_two_task_import_summary_says_what_was_paired_on(two_task_logs: dict[str, str], tmp_path: Path) -> None:
+    """`import inspect` on skills_on/skills_off logs writes 20 records and prints the pairing rule on stderr."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+
+    out = tmp_path / "runs.jsonl"
+    res = CliRunner().invoke(cli, ["import", "inspect", "--enabled", two_task_logs["skills_on"],
+                                   "--disabled", two_task_logs["skills_off"], "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines()[0] == (
+        "inspect: 10 pair(s), 20 record(s) from 10 enabled and 10 disabled run(s); paired on "
+        "(model, sample id, epoch); benchmark 'arith_ds' (the dataset name)"
+    )
+    assert load_runs([str(out)]).n_pairs == 10
+
+
+def test_arm_log_becomes_arm_records_of_the_same_key(two_task_logs: dict[str, str], tmp_path: Path) -> None:
+    """--arm empty=LOG adds one 'empty' arm record per pair (enabled side), joined by skillaudit's arm reader."""
+    from click.testing import CliRunner
+
+    from skillaudit.arms import load_arms
+    from skillaudit.cli import cli
+
+    out = tmp_path / "runs.jsonl"
+    res = CliRunner().invoke(cli, ["import", "inspect", "--enabled", two_task_logs["skills_on"],
+                                   "--disabled", two_task_logs["skills_off"],
+                                   "--arm", f"empty={two_task_logs['skills_empty']}", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines()[0] == (
+        "inspect: 10 pair(s), 30 record(s) from 10 enabled and 10 disabled run(s); arm records empty 10; "
+        "paired on (model, sample id, epoch); benchmark 'arith_ds' (the dataset name)"
+    )
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    arm = [r for r in recs if "arm" in r]
+    assert len(arm) == 10 and {(r["arm"], r["condition"], r["benchmark"]) for r in arm} == {
+        ("empty", "enabled", "arith_ds")}
+    add = next(r for r in arm if r["task_id"] == "add" and r["epoch"] == 1)
+    assert add["retrievals"] == [{"query": "add", "skills": [], "error": None}] and add["correct"] is True
+    runs = load_runs([str(out)])
+    assert runs.n_pairs == 10 and runs.n_arm_records == 10
+    joined = load_arms([str(out)], runs)
+    assert joined.names == ("empty",) and joined.n == 10 and joined.n_unjoined == 0
+
+
+def test_arm_option_names_an_unknown_arm(two_task_logs: dict[str, str], tmp_path: Path) -> None:
+    """--arm with an unknown name or without '=' is a usage error (exit 2) listing the arms."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+
+    base = ["import", "inspect", "--enabled", two_task_logs["skills_on"], "--disabled",
+            two_task_logs["skills_off"], "-o", str(tmp_path / "r.jsonl")]
+    res = CliRunner().invoke(cli, [*base, "--arm", f"shuffle={two_task_logs['skills_empty']}"])
+    assert res.exit_code == 2
+    assert ("Invalid value for '--arm': unknown arm 'shuffle' (expected one of random, filler, empty, "
+            "corrupted, mask, pruned, replicate)") in res.stderr
+    res = CliRunner().invoke(cli, [*base, "--arm", two_task_logs["skills_empty"]])
+    assert res.exit_code == 2 and "expected NAME=LOG" in res.stderr
+
+
+def test_importer_arm_names_are_skillaudits() -> None:
+    """The importers accept exactly the arms skillaudit.arms reads, on the same sides."""
+    from skillaudit import arms
+    from skillaudit.importers import _common
+
+    assert _common.ENABLED_ARMS == arms.ENABLED_ARMS and _common.DISABLED_ARMS == arms.DISABLED_ARMS

@@ -119,3 +119,29 @@ def test_task_name_from_file_name() -> None:
     """The task name is read from samples_<task>_<date>.jsonl, including names with underscores."""
     assert task_and_date(f"x/samples_mmlu_high_school_math_{DATE}.jsonl") == ("mmlu_high_school_math", DATE)
     assert task_and_date("x/mine.jsonl") == ("mine", None)
+
+
+def test_differently_named_tasks_pair_under_their_common_stem(tmp_path: Path) -> None:
+    """Tasks gsm8k_skills / gsm8k_base (explicit sides) pair on doc id under benchmark 'gsm8k'."""
+    lines = [_line(i, "none", exact_match=float(i % 2)) for i in range(4)]
+    en = _write(tmp_path / "on", lines, task="gsm8k_skills")
+    dis = _write(tmp_path / "off", lines, task="gsm8k_base")
+    records, report = import_lm_eval([en], [dis])
+    assert report.pairs == 4 and {r["benchmark"] for r in records} == {"gsm8k"}
+    assert report.summary().endswith(
+        "; paired on (model, doc id); benchmark 'gsm8k' (the common stem of the task names "
+        "'gsm8k_skills' and 'gsm8k_base')"
+    )
+
+
+def test_tasks_over_one_hub_dataset_are_named_after_it(tmp_path: Path) -> None:
+    """With the dataset in results_<date>.json's configs, the benchmark is the dataset (path/name)."""
+    lines = [_line(i, "none", exact_match=1.0) for i in range(3)]
+    paths = []
+    for side, task in (("on", "math_tool"), ("off", "plain_math")):
+        paths.append(_write(tmp_path / side, lines, task=task))
+        (tmp_path / side / f"results_{DATE}.json").write_text(json.dumps({
+            "model_name": "m", "configs": {task: {"dataset_path": "openai/gsm8k", "dataset_name": "main"}}}))
+    records, report = import_lm_eval([paths[0]], [paths[1]])
+    assert report.pairs == 3 and {r["benchmark"] for r in records} == {"openai/gsm8k/main"}
+    assert report.naming == "benchmark 'openai/gsm8k/main' (the dataset name)"

@@ -192,3 +192,92 @@ def test_sandwich_path_gives_intervals_close_to_the_bootstrap(monkeypatch):
         if s.relative_ci and b.relative_ci:
             assert width(s.relative_ci) == pytest.approx(width(b.relative_ci), rel=0.2)
     assert sand.library.verdict == boot.library.verdict
+
+
+def _two_strata(seed, **kw):
+    """One world split into two strata by task parity, and stratum 0's own merged design."""
+    runs = _world(seed, **kw)
+    reg, X, y, units, base = _fit(runs, n_boot=0)
+    Z = _merged_design(X, reg.col_group_, reg.n_groups_)
+    task_no = np.array([int(runs.tasks[t][1:]) for t in runs.task[np.flatnonzero(runs.retrieved)]])
+    strata = task_no % 2
+    rows0 = np.flatnonzero(strata == 0)
+    x0 = X.take_rows(rows0)
+    reg0 = SkillEffectRegression(n_boot=0).fit(x0, y[rows0], units[rows0])
+    z0 = _merged_design(x0, reg0.col_group_, reg0.n_groups_)
+    return (Z, y, units, strata, reg.group_n_ >= 5, base), (rows0, z0, reg0.group_n_ >= 5)
+
+
+def test_a_cell_tested_with_the_model_permutations_is_exact_under_its_null():
+    """A stratum's test computed from the whole population's permutations: p <= 0.05 in at most 7% and p <= 0.2 in 12-28% of 300 null data sets."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    p = []
+    for seed in range(300):
+        (Z, y, units, strata, tested, base), sub = _two_strata(seed, n_tasks=120, derail=0.15)
+        found = heterogeneity_tests(Z, y, units, strata, tested, [sub], n_perm=199, seed=seed, baseline=base)
+        assert found[1] is not None
+        p.append(found[1][1])
+    p = np.array(p)
+    assert (p <= 0.05).mean() <= 0.07
+    assert 0.12 <= (p <= 0.2).mean() <= 0.28
+
+
+def test_a_cell_tested_with_the_model_permutations_agrees_with_its_own_test():
+    """The shared test of a stratum has the stand-alone test's statistic exactly and nearly its p-value (999 permutations each)."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    for seed in range(5):
+        (Z, y, units, strata, tested, base), (rows0, z0, tested0) = _two_strata(
+            seed, n_tasks=300, harm={"s2": 0.25})
+        shared = heterogeneity_tests(Z, y, units, strata, tested, [(rows0, z0, tested0)], n_perm=999,
+                                     seed=seed, baseline=base)[1]
+        alone = heterogeneity_test(z0, y[rows0], units[rows0], strata[rows0], tested0, n_perm=999,
+                                   seed=seed, baseline=base[rows0])
+        assert shared[0] == pytest.approx(alone[0], rel=1e-12) and shared[2] == alone[2] == 999
+        assert abs(shared[1] - alone[1]) <= 0.05
+
+
+def test_a_cell_whose_classes_differ_is_left_to_its_own_test():
+    """A subset whose rows' retrieved-set sizes differ under its own design is not tested with shared permutations (None)."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    (Z, y, units, strata, tested, base), (rows0, z0, tested0) = _two_strata(1, n_tasks=100)
+    short = Csr.from_coo(np.arange(rows0.size), np.zeros(rows0.size, dtype=np.int64), np.ones(rows0.size),
+                         (rows0.size, z0.shape[1]))  # every row one column: sizes differ from Z's
+    found = heterogeneity_tests(Z, y, units, strata, tested, [(rows0, short, tested0)], n_perm=199, baseline=base)
+    assert found[0] is not None and found[1] is None
+
+
+def test_rank_cell_verdicts_use_the_shared_test(monkeypatch):
+    """attribute_models runs one permutation test per model for its cells too, and each cell's verdict has the stand-alone test's statistic."""
+    from skillaudit import library_effect as le
+    from skillaudit.attribution import attribute_models, library_verdict
+
+    calls = []
+    real = le.heterogeneity_tests
+    monkeypatch.setattr(le, "heterogeneity_tests", lambda *a, **k: calls.append(len(a[5])) or real(*a, **k))
+
+    rows = []
+    for t in range(240):
+        rng = np.random.default_rng(t)
+        skills = [f"s{j}" for j in rng.choice(8, size=int(rng.integers(1, 4)), replace=False)]
+        y_neg = rng.random() < 0.5
+        y_pos = (rng.random() < 0.5) if "s2" not in skills else False
+        rows.append((t, 1, y_pos, y_neg, skills))
+    lines = []
+    for task, epoch, y_pos, y_neg, skills in rows:
+        common = {"task_id": f"t{task}", "epoch": epoch, "model": "m", "benchmark": f"b{task % 2}"}
+        lines.append(orjson.dumps({**common, "condition": "enabled", "correct": bool(y_pos),
+                                   "retrievals": [{"query": "q", "skills": [{"id": s} for s in skills]}]}).decode())
+        lines.append(orjson.dumps({**common, "condition": "disabled", "correct": bool(y_neg)}).decode())
+    runs = read_text_records("\n".join(lines) + "\n")
+    res = attribute_models(runs, n_boot=300, n_perm=499)
+    assert calls == [2]  # the model's test, with its two cells as subsets; no test of their own
+    cells = [e for e in res.library if e.benchmark != "*"]
+    assert sorted(e.benchmark for e in cells) == ["b0", "b1"]
+    for e in cells:
+        alone = library_verdict(runs.select(benchmark=e.benchmark), n_boot=300, n_perm=499)
+        assert e.heterogeneity_stat == pytest.approx(alone.heterogeneity_stat, rel=1e-12)
+        assert e.mean_effect == pytest.approx(alone.mean_effect, rel=1e-12)
+        assert e.n_permutations == 499 and abs(e.heterogeneity_p - alone.heterogeneity_p) <= 0.06

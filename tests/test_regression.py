@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from test_attribution import _pair, _runs
 
@@ -279,3 +280,82 @@ def test_separate_dependencies_in_one_block_get_their_own_aliases():
     assert aliases == {"A": {"B", "C"}, "B": {"A", "C"}, "C": {"A", "B"},
                        "D": {"E", "F"}, "E": {"D", "F"}, "F": {"D", "E"}}
 
+
+
+def _wide_design(seed: int = 5, n: int = 2400, p: int = 40):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix((rng.random((n, p)) < 0.12).astype(float))
+    X = X[np.asarray(X.sum(axis=1)).ravel() > 0]
+    beta = rng.normal(0, 0.1, p)
+    y = np.clip(np.rint(X @ beta + rng.normal(0, 0.6, X.shape[0])), -1, 1)
+    groups = np.arange(X.shape[0]) // 3
+    return X, y, groups
+
+
+def test_sandwich_fast_paths_equal_statsmodels_cluster_robust_ols(monkeypatch):
+    """With a vanishing ridge the sandwich SEs (diagonal from potri + sparse scores) and the lean CG
+    operator equal statsmodels' task-clustered OLS covariance times G/(G-1)."""
+    sm = pytest.importorskip("statsmodels.api")
+    import skillaudit.regression as regression_module
+    from skillaudit.regression import SkillEffectRegression
+
+    X, y, groups = _wide_design()
+    monkeypatch.setattr(regression_module, "_MAX_BOOT_SKILLS", 5)
+    alpha = 1e-9
+    full = SkillEffectRegression(alpha=alpha, n_boot=2000).fit(X, y, groups)
+    lean = SkillEffectRegression(alpha=alpha, n_boot=2000, skill_intervals=False).fit(X, y, groups)
+    assert full.interval_method_ == lean.interval_method_ == "sandwich"
+    assert full.identifiable_.all() and np.isnan(lean.coef_ci_).all()
+    ols = sm.OLS(y, X.toarray()).fit(cov_type="cluster", cov_kwds={"groups": groups, "use_correction": False})
+    n_units = np.unique(groups).size
+    cov = np.asarray(ols.cov_params()) * n_units / (n_units - 1)
+    np.testing.assert_allclose(full.coef_, ols.params, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(lean.coef_, ols.params, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(full.group_cov_.diag(), np.diag(cov), rtol=1e-6)
+    z = 1.959963984540054
+    np.testing.assert_allclose(full.coef_ci_[:, 1] - full.coef_, z * np.sqrt(np.diag(cov)), rtol=1e-6)
+    w = np.linspace(-1, 1, X.shape[1])
+    np.testing.assert_allclose(full.group_cov_.times(w), cov @ w, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(lean.group_cov_.times(w), cov @ w, rtol=1e-6, atol=1e-12)
+    with pytest.raises(ValueError, match="without its diagonal"):
+        lean.group_cov_.diag()
+
+
+def test_sandwich_diagonal_equals_the_dense_formula_with_a_ridge(monkeypatch):
+    """With alpha = 1 the per-skill variances equal diag(A^-1 M A^-1) formed densely, A = X'X + I."""
+    import skillaudit.regression as regression_module
+    from skillaudit.regression import SkillEffectRegression
+
+    X, y, groups = _wide_design(seed=9)
+    monkeypatch.setattr(regression_module, "_MAX_BOOT_SKILLS", 5)
+    reg = SkillEffectRegression(alpha=1.0, n_boot=2000).fit(X, y, groups)
+    D = X.toarray()
+    A = D.T @ D + np.eye(D.shape[1])
+    coef = np.linalg.solve(A, D.T @ y)
+    resid = y - D @ coef
+    S = np.zeros((np.unique(groups).size, D.shape[1]))
+    np.add.at(S, groups, D * resid[:, None])
+    a_inv = np.linalg.inv(A)
+    g = S.shape[0]
+    want = np.diag(a_inv @ (S.T @ S) @ a_inv) * g / (g - 1)
+    np.testing.assert_allclose(reg.coef_, coef, rtol=1e-10)
+    np.testing.assert_allclose(reg.group_cov_.diag(), want, rtol=1e-10)
+
+
+def test_dense_factorisations_use_one_blas_thread_only_on_an_oversubscribed_machine(monkeypatch):
+    """With the load average at or above the core count the factorisation context limits BLAS to one thread; below it, nothing changes."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import os
+
+    from skillaudit.regression import blas_threads_for_load
+
+    cores = os.cpu_count() or 1
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(cores), 0.0, 0.0))
+    with blas_threads_for_load():
+        inside = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    assert inside and set(inside) == {1}
+    monkeypatch.setattr(os, "getloadavg", lambda: (cores - 0.5, 0.0, 0.0))
+    with blas_threads_for_load():
+        quiet = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    assert quiet == before

@@ -57,13 +57,22 @@ class ImportReport:
     unpaired: tuple[Unpaired, ...] = ()
     notes: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=())
+    paired_on: str = ""  # e.g. "(model, sample id, epoch)"
+    naming: str = ""  # how the benchmark was named, e.g. "benchmark 'arith' (the dataset name)"
+    arms: tuple[tuple[str, int], ...] = ()  # (arm, records written)
 
     def summary(self) -> str:
-        """One line: records, pairs and how many runs were left out."""
+        """One line: records, pairs, what was paired on, and how many runs were left out."""
         text = (
             f"{self.format}: {self.pairs} pair(s), {self.records} record(s) from "
             f"{self.enabled_read} enabled and {self.disabled_read} disabled run(s)"
         )
+        if self.arms:
+            text += "; arm records " + ", ".join(f"{a} {n}" for a, n in self.arms)
+        if self.paired_on:
+            text += f"; paired on {self.paired_on}"
+        if self.naming:
+            text += f"; {self.naming}"
         if self.unpaired:
             text += f"; {len(self.unpaired)} run(s) left out"
         return text
@@ -82,6 +91,9 @@ class ImportReport:
             ],
             "notes": list(self.notes),
             "sources": list(self.sources),
+            "paired_on": self.paired_on or None,
+            "benchmark_naming": self.naming or None,
+            "arms": {a: n for a, n in self.arms},
         }
 
 
@@ -112,6 +124,10 @@ class Pairer:
         self.read = {ENABLED: 0, DISABLED: 0}
         self.notes: list[str] = []
         self.sources: list[str] = []
+        self.paired_on = ""
+        self.naming = ""
+        # arm records (DESIGN §3.1b): (key, arm, mask seed) -> entry, joined to main pairs at the end
+        self.arm_entries: dict[tuple[Key, str, int], _Entry] = {}
 
     def source(self, path: str) -> None:
         if path not in self.sources:
@@ -134,6 +150,23 @@ class Pairer:
         side[key] = _Entry(rec, where, fingerprint)
         self.order.setdefault(key, None)
 
+    def add_arm(self, arm: str, condition: str, key: Key, record: dict[str, Any], where: str) -> None:
+        """An arm record of `key` (same key as the main sides); written after its pair, if it pairs."""
+        meta = record.get("meta") or {}
+        seed = meta.get("mask_seed", -1) if arm == "mask" else -1
+        seed = seed if type(seed) is int else -1
+        prev = self.arm_entries.get((key, arm, seed))
+        if prev is not None:
+            raise ImportFormatError(
+                f"{where}: second {arm} arm run of {key_label(key)} (first at {prev.where}); "
+                "each arm may hold a task and epoch once"
+            )
+        model, bench, tid, epoch = key
+        rec = {"task_id": tid, "condition": condition, "arm": arm, "correct": bool(record.pop("correct")),
+               "model": model, "benchmark": bench, "epoch": epoch}
+        rec.update(record)
+        self.arm_entries[(key, arm, seed)] = _Entry(rec, where, None)
+
     def skip(self, condition: str, key: Key | str, where: str, reason: str) -> None:
         if condition in self.read:  # a run of neither condition is reported but not counted
             self.read[condition] += 1
@@ -149,6 +182,11 @@ class Pairer:
         records: list[dict[str, Any]] = []
         unpaired: list[Unpaired] = list(self.skipped)
         pairs = 0
+        arms_of: dict[Key, list[_Entry]] = {}
+        for (key, _arm, _seed), entry in self.arm_entries.items():
+            arms_of.setdefault(key, []).append(entry)
+        arm_counts: dict[str, int] = {}
+        paired: set[Key] = set()
         for key in self.order:
             e, d = en.get(key), dis.get(key)
             if e is not None and d is not None:
@@ -159,11 +197,20 @@ class Pairer:
                     continue
                 records.append(e.record)
                 records.append(d.record)
+                paired.add(key)
+                for a in arms_of.get(key, ()):
+                    records.append(a.record)
+                    arm_counts[a.record["arm"]] = arm_counts.get(a.record["arm"], 0) + 1
                 pairs += 1
             elif e is not None:
                 unpaired.append(Unpaired(e.where, key_label(key), ENABLED, "no disabled run with this key"))
             elif d is not None:
                 unpaired.append(Unpaired(d.where, key_label(key), DISABLED, "no enabled run with this key"))
+        for key, entries in arms_of.items():
+            if key not in paired:
+                for a in entries:
+                    unpaired.append(Unpaired(a.where, key_label(key), f"arm {a.record['arm']}",
+                                             "no main pair with this key"))
         if pairs == 0 and en and dis:
             groups = {c: sorted({f"{k[0]}/{k[1]}" for k in side}) for c, side in self.sides.items()}
             if not set(groups[ENABLED]) & set(groups[DISABLED]):
@@ -176,8 +223,140 @@ class Pairer:
             format=self.fmt, records=len(records), pairs=pairs,
             enabled_read=self.read[ENABLED], disabled_read=self.read[DISABLED],
             unpaired=tuple(unpaired), notes=tuple(self.notes), sources=tuple(self.sources),
+            paired_on=self.paired_on, naming=self.naming, arms=tuple(arm_counts.items()),
         )
         return records, report
+
+
+# ---------------------------------------------------------------- arms (DESIGN §3.1b)
+ENABLED_ARMS = ("random", "filler", "empty", "corrupted", "mask", "pruned")
+DISABLED_ARMS = ("replicate",)
+
+
+def check_arm(name: str) -> str:
+    """An arm name as given to `--arm NAME=LOG`; InputError for an unknown one."""
+    if name not in ENABLED_ARMS + DISABLED_ARMS:
+        raise InputError(
+            f"unknown arm {name!r} (expected one of {', '.join(ENABLED_ARMS + DISABLED_ARMS)})"
+        )
+    return name
+
+
+def arm_condition(name: str) -> str:
+    """The side an arm varies: `replicate` repeats the disabled run, the others the enabled one."""
+    return DISABLED if name in DISABLED_ARMS else ENABLED
+
+
+# ---------------------------------------------------------------- naming the benchmark of explicit sides
+@dataclass(frozen=True)
+class SideSource:
+    """One input log of an explicitly given side: its path, side and the framework's names for it.
+
+    `side` is ENABLED, DISABLED or "arm:NAME"; `task` the task name; `dataset` the dataset name
+    (None when the framework does not record one).
+    """
+
+    path: str
+    side: str
+    task: str
+    dataset: str | None = None
+
+
+_TOKEN = re.compile(r"[^_\-./: ]+")
+
+
+def _stem(a: str, b: str) -> str:
+    """The common leading (else trailing) words of two task names: skills_on / skills_off -> skills."""
+    if a == b:
+        return a
+    ta, tb = _TOKEN.findall(a), _TOKEN.findall(b)
+    n = 0
+    while n < min(len(ta), len(tb)) and ta[n] == tb[n]:
+        n += 1
+    if n:
+        end = [m.end() for m in _TOKEN.finditer(a)][n - 1]
+        return a[:end]
+    n = 0
+    while n < min(len(ta), len(tb)) and ta[-1 - n] == tb[-1 - n]:
+        n += 1
+    if n:
+        start = [m.start() for m in _TOKEN.finditer(a)][len(ta) - n]
+        return a[start:]
+    return ""
+
+
+def _quoted(names: Sequence[str]) -> str:
+    names = list(dict.fromkeys(names))
+    shown = ", ".join(repr(n) for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return shown
+
+
+def name_benchmarks(sources: Sequence[SideSource], override: str | None = None
+                    ) -> tuple[dict[str, str], str]:
+    """The benchmark of every source (path -> name) and a phrase saying how it was named.
+
+    The sides are given explicitly, so the framework's task name (which usually differs between
+    the runs with and without skills: `skills_on` / `skills_off`) is not part of the pairing key.
+    In order: `--benchmark`; the dataset name, when every log records one and the two sides share
+    one; the task name when both sides ran the same task; the common stem of the two sides' task
+    names (`skills_on` / `skills_off` -> `skills`); with one task per side and no stem, the enabled
+    task's name. With several tasks per side, each is matched to the other side's task with the
+    longest common stem; a task no other matches keeps its own name (and will not pair).
+    """
+    if override is not None:
+        return {s.path: override for s in sources}, f"benchmark {override!r} (--benchmark)"
+    mains = [s for s in sources if s.side in (ENABLED, DISABLED)]
+    en = [s for s in mains if s.side == ENABLED]
+    dis = [s for s in mains if s.side == DISABLED]
+    if sources and all(s.dataset for s in sources):
+        shared = {s.dataset for s in en} & {s.dataset for s in dis}
+        if shared or not (en and dis):
+            out = {s.path: str(s.dataset) for s in sources}
+            names = [out[s.path] for s in sources]
+            word = "benchmark" if len(set(names)) == 1 else "benchmarks"
+            return out, f"{word} {_quoted(names)} (the dataset name{'s' if word[-1] == 's' else ''})"
+    en_tasks = list(dict.fromkeys(s.task for s in en))
+    other_tasks = list(dict.fromkeys(s.task for s in sources if s.side != ENABLED))
+    bench_of: dict[str, str] = {}  # task name -> benchmark
+    how: list[str] = []
+    if len(en_tasks) <= 1 and len(set(s.task for s in dis)) <= 1:
+        t_en = en_tasks[0] if en_tasks else (dis[0].task if dis else "default")
+        t_dis = dis[0].task if dis else t_en
+        stem = _stem(t_en, t_dis)
+        base = stem or t_en
+        for t in [t_en, *other_tasks]:
+            bench_of[t] = base  # one benchmark: arm logs join it whatever their task is called
+        if t_dis == t_en:
+            how.append(f"benchmark {t_en!r} (the task name)")
+        elif stem:
+            how.append(f"benchmark {base!r} (the common stem of the task names {t_en!r} and {t_dis!r})")
+        else:
+            how.append(f"benchmark {t_en!r} (the enabled task's name; the task names {t_en!r} and "
+                       f"{t_dis!r} share no stem)")
+    else:
+        dis_tasks = list(dict.fromkeys(s.task for s in dis))
+        arm_tasks = [t for t in other_tasks if t not in dis_tasks]
+
+        def words(x: str, y: str) -> int:
+            return len(_TOKEN.findall(_stem(x, y)))
+
+        cands = sorted(((-words(x, y), i, j) for i, x in enumerate(en_tasks)
+                        for j, y in enumerate(dis_tasks) if _stem(x, y)))
+        partner: dict[str, str] = {}
+        for _, i, j in cands:
+            x, y = en_tasks[i], dis_tasks[j]
+            if x not in partner and y not in partner.values():
+                partner[x] = y
+                bench_of[x] = bench_of[y] = _stem(x, y)
+        for t in arm_tasks:
+            best = max(en_tasks, key=lambda x: words(x, t))
+            if words(best, t):
+                bench_of[t] = bench_of.get(best, best)
+        for t in [*en_tasks, *other_tasks]:
+            bench_of.setdefault(t, t)
+        names = [bench_of[t] for t in en_tasks]
+        how.append(f"benchmarks {_quoted(names)} (the common stems of the two sides' task names)")
+    return {s.path: bench_of[s.task] for s in sources}, how[0]
 
 
 # ---------------------------------------------------------------- outcomes
@@ -212,8 +391,9 @@ _LIST_KEYS = ("skills", "results", "retrieved", "items", "documents")
 def skills_from_json(obj: Any) -> list[dict[str, Any]] | None:
     """Skills (`{"id", "score"?}` in rank order) from a parsed tool result, or None if unrecognised.
 
-    Accepts a list of ids, a list of objects with `id`/`skill_id`/`name`/`skill` (and `score`), or an
-    object holding such a list under `skills`/`results`/`retrieved`/`items`/`documents`.
+    Accepts a list of ids, a list of objects with `id`/`skill_id`/`name`/`skill` (and `score`, and
+    `hash`: kept for provenance), or an object holding such a list under
+    `skills`/`results`/`retrieved`/`items`/`documents`.
     """
     if isinstance(obj, dict):
         for k in _LIST_KEYS:
@@ -242,6 +422,9 @@ def _one_skill(obj: dict[str, Any]) -> dict[str, Any] | None:
             score = obj.get("score")
             if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
                 out["score"] = float(score)
+            h = obj.get("hash")  # the content hash of the text the run saw (provenance)
+            if isinstance(h, str) and h:
+                out["hash"] = h
             return out
     return None
 

@@ -53,6 +53,9 @@ def import_evalplus(
 ) -> tuple[list[dict[str, Any]], ImportReport]:
     """Read enabled and disabled EvalPlus results; return §3.1 records (paired only) and a report."""
     pairer = Pairer("evalplus")
+    pairer.paired_on = "(model, task id, epoch)"
+    pairer.naming = (f"benchmark {benchmark!r} (--benchmark)" if benchmark is not None
+                     else "benchmark from the task ids (HumanEval/ -> humaneval_plus, Mbpp/ -> mbpp_plus)")
     base_only = 0
     m = model or "default"
     for condition, paths in ((ENABLED, enabled), (DISABLED, disabled)):

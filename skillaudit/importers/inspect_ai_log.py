@@ -1,8 +1,10 @@
 """Inspect AI logs (`.eval` or `.json`) to run logs, read with inspect_ai's own reader.
 
-One log (or several) holds the runs with the skill tool, another the runs without it. Samples pair
-on (id, epoch) inside the same model and task (both from the log header; `--model`/`--benchmark`
-override them). The outcome is the chosen scorer's value: `C`/`I` (and `P` = 0.5, `N` = 0), booleans,
+One log (or several) holds the runs with the skill tool, another the runs without it; usually two
+tasks (`skills_on` / `skills_off`) over one dataset. Samples pair on (model, sample id, epoch)
+within the dataset: the benchmark is the dataset name, else the task names' common stem
+(`_common.name_benchmarks`; `--model`/`--benchmark` override). `--arm NAME=LOG` logs become arm
+records (DESIGN §3.1b) of the same key. The outcome is the chosen scorer's value: `C`/`I` (and `P` = 0.5, `N` = 0), booleans,
 or numbers, correct when >= `threshold`. Retrievals are the tool events of the named tool (falling
 back to the conversation's tool messages when a sample has no events): skill ids come from a JSON
 tool result (a list of ids, a list of objects with `id`/`name` and `score`, or an object holding such
@@ -26,9 +28,16 @@ from ._common import (
     ImportReport,
     NameMatcher,
     Pairer,
+    SideSource,
+    arm_condition,
+    check_arm,
+    name_benchmarks,
     skills_from_json,
     to_correct,
 )
+
+#: sample metadata copied into an arm record's `meta` (DESIGN §3.1b: mask and pruned arms)
+ARM_META_KEYS = ("kept", "withheld", "mask_seed", "excluded")
 
 EXPECTED = "an Inspect AI log (.eval or .json, as written by inspect eval)"
 
@@ -64,18 +73,33 @@ def import_inspect(
     skill_ids: Sequence[str] | None = None,
     model: str | None = None,
     benchmark: str | None = None,
+    arms: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[dict[str, Any]], ImportReport]:
-    """Read enabled and disabled Inspect AI logs; return §3.1 records (paired only) and a report."""
+    """Read enabled and disabled Inspect AI logs; return §3.1 records (paired only) and a report.
+
+    The sides are given explicitly, so samples pair on (model, sample id, epoch) within the
+    dataset: the task names of the two sides (`skills_on` / `skills_off`) are not part of the key.
+    The benchmark is named after the dataset, else the task names' common stem
+    (`_common.name_benchmarks`). `arms` are (arm name, log) pairs (DESIGN §3.1b): their samples
+    become arm records of the same key (`replicate` a disabled-side run, the rest enabled-side).
+    """
     log_api = require("inspect_ai.log", "inspect")
     pairer = Pairer("inspect")
+    pairer.paired_on = "(model, sample id, epoch)"
     matcher = NameMatcher(skill_ids) if skill_ids else None
     stats = {"calls": 0, "unparsed": 0, "tools_seen": set(), "disabled_calls": 0}
-    for condition, paths in ((ENABLED, enabled), (DISABLED, disabled)):
+    logs: list[tuple[str, str, Any]] = []  # (side, path, header)
+    for side, paths in ((ENABLED, enabled), (DISABLED, disabled),
+                        *((f"arm:{check_arm(name)}", [p]) for name, p in arms)):
         for path in expand_logs(paths):
             pairer.source(path)
-            _read_log(log_api, path, condition, pairer, tool=tool, scorer=scorer,
-                      threshold=threshold, matcher=matcher, model=model, benchmark=benchmark,
-                      stats=stats)
+            logs.append((side, path, _read_header(log_api, path)))
+    sources = [SideSource(path, side, str(h.eval.task), _dataset_name(h)) for side, path, h in logs]
+    bench_of, pairer.naming = name_benchmarks(sources, benchmark)
+    for side, path, header in logs:
+        _read_log(log_api, path, header, side, pairer, tool=tool, scorer=scorer,
+                  threshold=threshold, matcher=matcher, model=model, benchmark=bench_of[path],
+                  stats=stats)
     if pairer.sides[ENABLED] and stats["calls"] == 0:
         seen = ", ".join(sorted(stats["tools_seen"])) or "none"
         pairer.note(f"no enabled sample called the tool {tool!r} (tools called: {seen}); check --tool")
@@ -92,18 +116,27 @@ def import_inspect(
     return pairer.finish()
 
 
-def _read_log(log_api: Any, path: str, condition: str, pairer: Pairer, *, tool: str,
-              scorer: str | None, threshold: float, matcher: NameMatcher | None,
-              model: str | None, benchmark: str | None, stats: dict[str, Any]) -> None:
+def _dataset_name(header: Any) -> str | None:
+    ds = getattr(header.eval, "dataset", None)
+    name = getattr(ds, "name", None)
+    return str(name) if name else None
+
+
+def _read_header(log_api: Any, path: str) -> Any:
     try:
-        header = log_api.read_eval_log(path, header_only=True)
+        return log_api.read_eval_log(path, header_only=True)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except Exception as exc:  # inspect raises ValueError, zipfile errors, pydantic errors...
         raise ImportFormatError(f"{path}: not {EXPECTED} ({_short(exc)})") from None
+
+
+def _read_log(log_api: Any, path: str, header: Any, side: str, pairer: Pairer, *, tool: str,
+              scorer: str | None, threshold: float, matcher: NameMatcher | None,
+              model: str | None, benchmark: str, stats: dict[str, Any]) -> None:
     eval_spec = header.eval
     m = model or str(eval_spec.model)
-    b = benchmark or str(eval_spec.task)
+    b = benchmark
     if header.status != "success":
         pairer.note(f"{path}: log status is {header.status!r}; only its finished samples are used")
     scorer_names = [s.name for s in (eval_spec.scorers or [])]
@@ -116,7 +149,7 @@ def _read_log(log_api: Any, path: str, condition: str, pairer: Pairer, *, tool: 
             path, all_samples_required=False, resolve_attachments=True
         )
         for sample in samples:
-            _add_sample(sample, path, condition, pairer, m, b, tool=tool, scorer=scorer,
+            _add_sample(sample, path, side, pairer, m, b, tool=tool, scorer=scorer,
                         threshold=threshold, matcher=matcher, stats=stats)
     except (ImportFormatError, InputError):
         raise
@@ -124,14 +157,17 @@ def _read_log(log_api: Any, path: str, condition: str, pairer: Pairer, *, tool: 
         raise ImportFormatError(f"{path}: cannot read its samples ({_short(exc)})") from None
 
 
-def _add_sample(sample: Any, path: str, condition: str, pairer: Pairer, model: str, bench: str,
+def _add_sample(sample: Any, path: str, side: str, pairer: Pairer, model: str, bench: str,
                 *, tool: str, scorer: str | None, threshold: float, matcher: NameMatcher | None,
                 stats: dict[str, Any]) -> None:
     key = (model, bench, str(sample.id), int(sample.epoch))
     where = f"{path}#{sample.id}/{sample.epoch}"
+    arm = side[4:] if side.startswith("arm:") else None
+    condition = side if arm is None else arm_condition(arm)
+    condition_label = f"arm {arm}" if arm is not None else condition
     if sample.error is not None:
         msg = str(getattr(sample.error, "message", sample.error)).strip().splitlines()
-        pairer.skip(condition, key, where, f"the sample failed: {msg[0][:120] if msg else 'error'}")
+        pairer.skip(condition_label, key, where, f"the sample failed: {msg[0][:120] if msg else 'error'}")
         return
     scores = sample.scores or {}
     name, sub = _pick_scorer(scores, scorer)
@@ -141,7 +177,7 @@ def _add_sample(sample: Any, path: str, condition: str, pairer: Pairer, model: s
             reason = f"several scores ({have}); choose one with --scorer"
         else:
             reason = f"no score from {scorer!r} (scores: {have})" if scorer else "the sample has no score"
-        pairer.skip(condition, key, where, reason)
+        pairer.skip(condition_label, key, where, reason)
         return
     value = scores[name].value
     if sub is not None:
@@ -154,7 +190,7 @@ def _add_sample(sample: Any, path: str, condition: str, pairer: Pairer, model: s
     try:
         correct = to_correct(value, threshold)
     except ValueError as exc:
-        pairer.skip(condition, key, where, f"score {name!r}: {exc}")
+        pairer.skip(condition_label, key, where, f"score {name!r}: {exc}")
         return
     record: dict[str, Any] = {"correct": correct}
     calls, others = _tool_calls(sample, tool)
@@ -178,6 +214,13 @@ def _add_sample(sample: Any, path: str, condition: str, pairer: Pairer, model: s
         record["answer"] = completion
     raw = value if isinstance(value, (str, int, float, bool)) else str(value)
     record["meta"] = {"source": path, "scorer": name if sub is None else f"{name}:{sub}", "score": raw}
+    if arm is not None:
+        sample_meta = sample.metadata if isinstance(getattr(sample, "metadata", None), dict) else {}
+        for k in ARM_META_KEYS:
+            if k in sample_meta:
+                record["meta"][k] = sample_meta[k]
+        pairer.add_arm(arm, condition, key, record, where)
+        return
     pairer.add(condition, key, record, where)
 
 

@@ -29,10 +29,12 @@ from ._common import (
     ENABLED,
     ImportReport,
     Pairer,
+    SideSource,
     iter_jsonl,
     join_retrievals,
     load_json,
     load_retrievals,
+    name_benchmarks,
     to_correct,
 )
 
@@ -48,6 +50,42 @@ def task_and_date(path: str) -> tuple[str, str | None]:
         return m.group("task"), m.group("date")
     stem = Path(path).stem
     return (stem[len("samples_"):] if stem.startswith("samples_") else stem), None
+
+
+def _results_of(path: str) -> dict[str, Any] | None:
+    """The results_<date>.json written beside a samples file (or the folder's only one), parsed."""
+    folder = Path(path).parent
+    _, date = task_and_date(path)
+    candidates = [folder / f"results_{date}.json"] if date else []
+    if not candidates or not candidates[0].is_file():
+        found = sorted(folder.glob("results_*.json"))
+        candidates = found if len(found) == 1 else []
+    for c in candidates:
+        if c.is_file():
+            try:
+                data = orjson.loads(c.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+#: Hugging Face `datasets` loaders a task names for local files (`dataset_path: json` + data_files)
+_LOADERS = frozenset({"json", "csv", "parquet", "text", "arrow", "pandas", "generator", "imagefolder"})
+
+
+def dataset_of(path: str) -> str | None:
+    """The task's dataset (`dataset_path`, with `/dataset_name`) from the results file's `configs`."""
+    data = _results_of(path)
+    task, _ = task_and_date(path)
+    configs = data.get("configs") if data else None
+    cfg = configs.get(task) if isinstance(configs, dict) else None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("dataset_path"), str) or not cfg["dataset_path"]:
+        return None
+    if cfg["dataset_path"] in _LOADERS:  # a local file read by a generic loader names no dataset
+        return None
+    name = cfg.get("dataset_name")
+    return cfg["dataset_path"] + (f"/{name}" if isinstance(name, str) and name else "")
 
 
 def model_of(path: str) -> str | None:
@@ -83,11 +121,14 @@ def import_lm_eval(
 ) -> tuple[list[dict[str, Any]], ImportReport]:
     """Read enabled and disabled lm-eval sample logs; return §3.1 records (paired only) and a report."""
     pairer = Pairer("lm-eval")
-    for condition, paths in ((ENABLED, enabled), (DISABLED, disabled)):
-        for path in paths:
-            pairer.source(path)
-            _read_file(path, condition, pairer, metric=metric, threshold=threshold,
-                       filter_name=filter_name, model=model, benchmark=benchmark)
+    pairer.paired_on = "(model, doc id)"
+    sources = [SideSource(path, condition, task_and_date(path)[0], dataset_of(path))
+               for condition, paths in ((ENABLED, enabled), (DISABLED, disabled)) for path in paths]
+    bench_of, pairer.naming = name_benchmarks(sources, benchmark)
+    for src in sources:
+        pairer.source(src.path)
+        _read_file(src.path, src.side, pairer, metric=metric, threshold=threshold,
+                   filter_name=filter_name, model=model, benchmark=bench_of[src.path])
     table = load_retrievals(retrievals) if retrievals else None
     if retrievals:
         pairer.source(retrievals)
@@ -105,7 +146,7 @@ def _lines(path: str) -> list[tuple[int, dict[str, Any]]]:
 
 
 def _read_file(path: str, condition: str, pairer: Pairer, *, metric: str | None, threshold: float,
-               filter_name: str | None, model: str | None, benchmark: str | None) -> None:
+               filter_name: str | None, model: str | None, benchmark: str) -> None:
     lines = _lines(path)
     for lineno, rec in lines:
         if "doc_id" not in rec:
@@ -140,9 +181,8 @@ def _read_file(path: str, condition: str, pairer: Pairer, *, metric: str | None,
         use = str(names[0])
     else:
         use = metric
-    task, _ = task_and_date(path)
     m = model or model_of(path) or "default"
-    b = benchmark or task
+    b = benchmark
     for lineno, rec in lines:
         if str(rec.get("filter", "none")) != chosen:
             continue

@@ -468,11 +468,13 @@ def build_audit(
     library: Any = None,
     runs: Any = None,
     arms: Any = None,
+    edited: dict[str, bool] | None = None,
 ) -> AuditResult:
     """Run every step and return the audit document (InputError on unusable input).
 
     `library` / `runs` may be passed already loaded (the CLI loads them to print warnings);
-    otherwise they are loaded from `skills_path` / `run_paths`.
+    otherwise they are loaded from `skills_path` / `run_paths`. `edited` ({skill id: edited since
+    the runs?}, `provenance.edited_skills`) is read from the logs' skill hashes when not given.
     """
     from ..attribution import attribute_models
     from ..metrics import compute_metrics
@@ -509,6 +511,19 @@ def build_audit(
                      "verdict and no skill is judged harmful; exposure counts alone are associations.")
     attr = attribute_models(runs, library=library, scheme=attribution, regression=reg_boot > 0,
                             n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms)
+    if edited is None and library is not None:
+        from ..provenance import edited_skills, seen_hashes
+
+        edited = edited_skills(seen_hashes(run_paths), library)
+    if edited:
+        from ..provenance import mark_edited
+
+        attr = mark_edited(attr, edited)
+        changed = sorted(s for s, e in edited.items() if e)
+        if changed:
+            shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+            notes.append(f"{len(changed)} skill(s) edited since these runs ({shown}): the library's text differs "
+                         "from the one the runs retrieved, so their verdicts describe the old text.")
     rows = {r.skill_id: r for r in attr.pooled_rows()}  # clusters and graphs look at all pairs
 
     cluster_rep = None

@@ -1,0 +1,115 @@
+"""Provenance: was a skill's text edited since the runs that judge it?
+
+An enabled record may log, for every retrieved skill, the content hash of the text the run saw:
+`retrievals[].skills[]` objects carry `"hash"`, the first 16 hex characters of
+`Skill.content_hash` (sha256 of name, description and body). `seen_hashes` reads them back in a
+light pass over the logs (blocks without the bytes `"hash"` are skipped unparsed; only lines
+holding them are parsed), and `edited_skills` compares them with the library being audited: a
+skill whose current hash is none of the hashes the runs saw has been edited since, and its
+verdict describes the old text. Logs without hashes change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from .runs import _open
+
+_NEEDLE = b'"hash"'
+_BLOCK = 1 << 22
+_ENABLED = {"enabled", "on", "skills_on"}
+
+
+def edited_warning(skill_id: str) -> str:
+    """The warning printed (once per skill) when a skill's text differs from the one the runs saw."""
+    return f"skill {skill_id!r} edited since these runs: its verdict describes the old text"
+
+
+def _lines_with_hash(fh: Any) -> Iterable[bytes]:
+    rest = b""
+    while True:
+        block = fh.read(_BLOCK)
+        if not block:
+            break
+        block = rest + block
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:  # no line end yet: keep reading
+            rest = block
+            continue
+        rest = block[cut:]
+        block = block[:cut]
+        at = block.find(_NEEDLE)
+        while at >= 0:
+            start = block.rfind(b"\n", 0, at) + 1
+            end = block.find(b"\n", at)
+            yield block[start:end]
+            at = block.find(_NEEDLE, end)
+    if rest and _NEEDLE in rest:
+        yield rest
+
+
+def seen_hashes(paths: Iterable[str]) -> dict[str, set[str]]:
+    """{skill id: hashes (lower-case hex) logged for it in enabled records}; standard input is skipped.
+
+    Lines that are not JSON objects, or not in the §3.1 shape, are passed over: the run-log
+    reader reports those; this pass only collects what the well-formed records say.
+    """
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        if str(path) == "-":
+            continue
+        _, fh = _open(path)
+        try:
+            for line in _lines_with_hash(fh):
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(rec, dict) or rec.get("condition") not in _ENABLED:
+                    continue
+                calls = rec.get("retrievals")
+                for call in calls if isinstance(calls, list) else ():
+                    skills = call.get("skills") if isinstance(call, dict) else None
+                    for s in skills if isinstance(skills, list) else ():
+                        if isinstance(s, dict) and isinstance(s.get("id"), str) and isinstance(s.get("hash"), str):
+                            h = s["hash"].strip().lower()
+                            if h:
+                                out.setdefault(s["id"], set()).add(h)
+        except OSError:
+            pass  # the run-log reader has already read these files; nothing to add here
+        finally:
+            fh.close()
+    return out
+
+
+def edited_skills(seen: dict[str, set[str]], library: Any) -> dict[str, bool]:
+    """{skill id: edited?} for the library skills the runs logged a hash for.
+
+    Edited = the library's current content hash starts with none of the logged hashes (a logged
+    hash is a prefix: the harness logs 16 hex characters). Skills without a logged hash are absent.
+    """
+    if library is None or not seen:
+        return {}
+    out: dict[str, bool] = {}
+    for skill in library.skills:
+        hashes = seen.get(skill.id)
+        if not hashes:
+            continue
+        full = skill.content_hash
+        out[skill.id] = not any(full.startswith(h) for h in hashes)
+    return out
+
+
+def mark_edited(attr: Any, edited: dict[str, bool]) -> Any:
+    """`attr` (ModelAttributions) with every row's `edited` set from `edited` (None where unknown)."""
+    if not edited:
+        return attr
+    results = tuple(
+        replace(res, skills=tuple(replace(r, edited=edited.get(r.skill_id)) for r in res.skills))
+        for res in attr.results
+    )
+    return replace(attr, results=results)
