@@ -257,6 +257,7 @@ class ArmEffect:
     context_ci: list[float] | None
     p: float | None  # task-level test of the content effect (replicate: of the A/A difference)
     accuracy: float | None  # mean(y_arm)
+    flip_between: float | None = None  # replicate: (b + c) / n between the conditions on the same pairs
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "n_tasks": self.n_tasks, "content_effect": self.content_effect,
@@ -310,8 +311,9 @@ def arm_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed:
             cols = np.column_stack([np.ones(rows.size), diff, np.abs(diff), y_arm])
             (ctx, aa, acc), (ctx_ci, _, _) = _mean_ci(u, cols, n_boot, seed, level)
             aa_rate, aa_n = aa, int(rows.size)
+            between = float(np.abs(y_pos[p_ix] - y_neg[p_ix]).mean())
             out[name] = ArmEffect(name, int(rows.size), int(np.unique(u).size), None, None, ctx, ctx_ci,
-                                  paired_test(u, diff.astype(np.int64), mid_p=mid_p), acc)
+                                  paired_test(u, diff.astype(np.int64), mid_p=mid_p), acc, between)
             continue
         content = y_pos[p_ix] - y_arm
         context = y_arm - y_neg[p_ix]

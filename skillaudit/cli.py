@@ -902,7 +902,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
             echo(f"  Control arms ({v['model']}): {v['injection_text']}.")
         if v.get("aa_flip_rate") is not None:
             echo(f"  A/A ({v['model']}): {v['aa_flip_rate'] * 100:.1f}% of pairs flip with no change at "
-                       f"all, vs {v['flip_rate'] * 100:.1f}% between the conditions.")
+                       f"all, vs {v['flip_rate'] * 100:.1f}% between the conditions on the same pairs.")
         if v.get("selection_text"):
             echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
     if h.get("action"):

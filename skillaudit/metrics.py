@@ -96,6 +96,7 @@ class GroupMetrics:
     arms: dict[str, Any] = field(default_factory=dict)
     aa_flip_rate: float | None = None
     aa_pairs: int = 0
+    aa_between_flip_rate: float | None = None  # (b + c) / n on the pairs with a replicate
     injection_text: str | None = None
 
     @property
@@ -201,7 +202,8 @@ def group_metrics(
 
         effects, aa_rate, aa_n = arm_effects(runs, arms, n_boot=n_boot, seed=seed, level=level, mid_p=mid_p)
         arm_fields = {"arms": {k: v.to_dict() for k, v in effects.items()}, "aa_flip_rate": aa_rate,
-                      "aa_pairs": aa_n, "injection_text": injection_verdict(effects)}
+                      "aa_pairs": aa_n, "injection_text": injection_verdict(effects),
+                      "aa_between_flip_rate": effects["replicate"].flip_between if "replicate" in effects else None}
     return GroupMetrics(
         model=model,
         benchmark=benchmark,

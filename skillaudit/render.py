@@ -134,7 +134,8 @@ def arms_table(result: MetricsResult, out: Console | None = None) -> None:
         if g.aa_flip_rate is not None and g.n_pairs:
             notes.append(f"{g.model} / {g.benchmark}: A/A flip rate {pp(g.aa_flip_rate, False)}% of "
                          f"{g.aa_pairs} pairs with no change at all, vs (b + c) / n = "
-                         f"{pp((g.b + g.c) / g.n_pairs, False)}% between the conditions.")
+                         f"{pp(g.aa_between_flip_rate if g.aa_between_flip_rate is not None else (g.b + g.c) / g.n_pairs, False)}"
+                         "% between the conditions on the same pairs.")
         if g.injection_text and g.benchmark == "*":
             notes.append(f"{g.model}: {g.injection_text}.")
     out.print(t)

@@ -206,3 +206,15 @@ def test_verify_measures_what_prune_projects(tmp_path):
     doc = res.to_dict()
     assert doc["schema"] == "skillaudit.verify/v1" and doc["missing_reruns"] == 0
     assert doc["projected"][0]["projected"] == overall.projected and doc["measured"][0]["n_rerun"] == 2
+
+
+def test_aa_rate_is_compared_with_the_flip_rate_of_the_same_pairs(tmp_path):
+    """The between-conditions flip rate beside the A/A rate counts only the pairs that have a replicate."""
+    recs = [*_main("t1", True, False, ["a"]), *_main("t2", False, True, ["a"]), *_main("t3", True, True, None),
+            *_main("t4", True, True, ["a"]), _arm("t3", "replicate", False), _arm("t4", "replicate", True)]
+    path = _write(tmp_path / "r.jsonl", recs)
+    runs = load_runs([path])
+    g = compute_metrics(runs, n_boot=0, arms=load_arms([path], runs)).groups[0]
+    assert (g.b + g.c) / g.n_pairs == pytest.approx(2 / 4)  # over every pair
+    assert g.aa_pairs == 2 and g.aa_flip_rate == pytest.approx(1 / 2)
+    assert g.aa_between_flip_rate == pytest.approx(0.0)  # t3 and t4 do not flip between the conditions

@@ -141,7 +141,9 @@ def test_real_demo_from_another_cwd(tmp_path):
     assert "Library-wide or specific" in proc.stdout and "heterogeneity p" in proc.stdout
     for e in doc["library"]:
         assert e["verdict"] in ("library-wide", "skill-specific", "none")
-        assert 0 < e["heterogeneity_p"] <= 1 and e["n_permutations"] >= 199
+        if e["heterogeneity_p"] is not None:  # untested where too few tasks retrieved (partial SmolLM run)
+            assert 0 < e["heterogeneity_p"] <= 1 and e["n_permutations"] >= 199
+    assert any(e["heterogeneity_p"] is not None for e in doc["library"])
     assert all(v["library_verdict"] in ("library-wide", "skill-specific", "none")
                for v in doc["headline"]["per_model"])
     html = (tmp_path / "skillaudit-report" / "report.html").read_text(encoding="utf-8")

@@ -234,7 +234,8 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
         "selection_text": g.get("selection_warning"),
         "injection_text": g.get("injection_text"),
         "aa_flip_rate": g.get("aa_flip_rate"),
-        "flip_rate": (g.get("b", 0) + g.get("c", 0)) / g["n_pairs"] if g.get("n_pairs") else None,
+        "flip_rate": (g["aa_between_flip_rate"] if g.get("aa_between_flip_rate") is not None
+                      else (g.get("b", 0) + g.get("c", 0)) / g["n_pairs"] if g.get("n_pairs") else None),
     }
 
 
