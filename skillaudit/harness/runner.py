@@ -267,6 +267,25 @@ def _finish(rec: dict[str, Any], task: Task, ep, score, answer: str) -> None:
         rec["meta"]["extracted"] = score.details["extracted"]
 
 
+def _attempt(rec: dict[str, Any], task: Task, scorer: Scorer, episode: Callable[[], Any]) -> dict[str, Any]:
+    """Run `episode()`, score its answer and fill `rec`; a failure becomes the record's `error`."""
+    try:
+        _warm_oracle(scorer, task)
+        ep = episode()
+        score, answer = scorer.score(task, ep.answer_text)
+    except AgentError as exc:
+        rec["error"] = f"agent: {exc}"
+        return rec
+    except HarnessError as exc:
+        rec["error"] = f"harness: {exc}"
+        return rec
+    except Exception as exc:  # a bug or an odd reply must not kill a long run
+        rec["error"] = f"unexpected {type(exc).__name__}: {exc}"
+        return rec
+    _finish(rec, task, ep, score, answer)
+    return rec
+
+
 def _warm_oracle(scorer: Scorer, task: Task) -> None:
     if task.benchmark == "mbpp_plus":
         from .tasks import mbpp_deserialize_inputs
@@ -358,24 +377,15 @@ def run(opts: RunOptions, quiet: bool = False,
             "benchmark": opts.benchmark, "epoch": epoch, "invoked": False, "retrievals": [],
             "answer": "", "meta": {**base_meta, "seed": seed}, "error": None,
         }
-        try:
-            _warm_oracle(scorer, task)
+
+        def episode():
             ep = run_episode(client, opts.agent, task, cond == "enabled", seed,
                              index if cond == "enabled" else None)
             if cond == "enabled" and ep.call_turns:
                 rec["meta"]["replay"] = ep.call_turns
-            score, answer = scorer.score(task, ep.answer_text)
-        except AgentError as exc:
-            rec["error"] = f"agent: {exc}"
-            return rec
-        except HarnessError as exc:
-            rec["error"] = f"harness: {exc}"
-            return rec
-        except Exception as exc:  # a bug or an odd reply must not kill a long run
-            rec["error"] = f"unexpected {type(exc).__name__}: {exc}"
-            return rec
-        _finish(rec, task, ep, score, answer)
-        return rec
+            return ep
+
+        return _attempt(rec, task, scorer, episode)
 
     label = f"{opts.benchmark} {model_label}" + (" [UNSAFE scoring: not isolated]" if unsafe_reason else "")
     _execute(units, one, writer, client, summary, label, quiet, on_record)
@@ -544,8 +554,8 @@ def run_arms(opts: RunOptions, quiet: bool = False,
             "benchmark": opts.benchmark, "epoch": pair.epoch, "invoked": False, "retrievals": [],
             "answer": "", "meta": meta, "error": None,
         }
-        try:
-            _warm_oracle(scorer, task)
+
+        def episode():
             if arm == "replicate":
                 meta["seed"] = arm_seed(seed, "replicate")
                 ep = run_episode(client, opts.agent, task, False, meta["seed"], None)
@@ -564,18 +574,9 @@ def run_arms(opts: RunOptions, quiet: bool = False,
                                top_k=opts.agent.top_k)
                 ep = run_episode(client, opts.agent, task, True, seed, index,
                                  replay=replay_turns(pair.enabled, chatml_forced), tool=tool)
-            score, answer = scorer.score(task, ep.answer_text)
-        except AgentError as exc:
-            rec["error"] = f"agent: {exc}"
-            return rec
-        except HarnessError as exc:
-            rec["error"] = f"harness: {exc}"
-            return rec
-        except Exception as exc:  # a bug or an odd reply must not kill a long run
-            rec["error"] = f"unexpected {type(exc).__name__}: {exc}"
-            return rec
-        _finish(rec, task, ep, score, answer)
-        return rec
+            return ep
+
+        return _attempt(rec, task, scorer, episode)
 
     names = ",".join(sp.name if sp.name != "mask" else f"mask:{sp.masks}" for sp in specs)
     label = f"{opts.benchmark} {model_label} arms {names}" + (" [UNSAFE scoring: not isolated]" if unsafe_reason else "")

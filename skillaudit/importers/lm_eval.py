@@ -90,22 +90,9 @@ def dataset_of(path: str) -> str | None:
 
 def model_of(path: str) -> str | None:
     """`model_name` of the results_<date>.json written beside a samples file, if there is one."""
-    folder = Path(path).parent
-    _, date = task_and_date(path)
-    candidates = [folder / f"results_{date}.json"] if date else []
-    if not candidates or not candidates[0].is_file():
-        found = sorted(folder.glob("results_*.json"))
-        candidates = found if len(found) == 1 else []
-    for c in candidates:
-        if c.is_file():
-            try:
-                data = orjson.loads(c.read_bytes())
-            except (OSError, orjson.JSONDecodeError):
-                return None
-            name = data.get("model_name") if isinstance(data, dict) else None
-            if isinstance(name, str) and name:
-                return name
-    return None
+    data = _results_of(path)
+    name = data.get("model_name") if data else None
+    return name if isinstance(name, str) and name else None
 
 
 def import_lm_eval(
