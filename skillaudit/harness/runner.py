@@ -88,7 +88,6 @@ class RunSummary:
     retrieved: int = 0
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
-    concurrency: int = 1
     arms: dict[str, int] = field(default_factory=dict)  # arm -> records written
     arm_correct: dict[str, int] = field(default_factory=dict)
 
@@ -356,7 +355,7 @@ def run(opts: RunOptions, quiet: bool = False,
                     else:
                         units.append((t, cond, epoch))
     summary = RunSummary(out=str(out), n_tasks=len(tasks), planned=len(units), skipped=skipped,
-                         warnings=warnings, concurrency=opts.concurrency)
+                         warnings=warnings)
     if not units:
         return summary
 
@@ -388,29 +387,28 @@ def run(opts: RunOptions, quiet: bool = False,
         return _attempt(rec, task, scorer, episode)
 
     label = f"{opts.benchmark} {model_label}" + (" [UNSAFE scoring: not isolated]" if unsafe_reason else "")
-    _execute(units, one, writer, client, summary, label, quiet, on_record)
+    _execute(units, one, writer, client, summary, label, opts.concurrency, quiet, on_record)
     return summary
 
 
 def _execute(units: list, one: Callable[..., dict[str, Any]], writer: _Writer, client: ChatClient,
-             summary: RunSummary, label: str, quiet: bool,
+             summary: RunSummary, label: str, concurrency: int, quiet: bool,
              on_record: Callable[[dict[str, Any]], None] | None) -> None:
     """Run `one(*unit)` for every unit with bounded concurrency, appending each record as it lands."""
-    opts_concurrency = summary.concurrency
     progress = _progress(len(units), quiet)
     bar = progress.add_task(label, total=len(units)) if progress else None
     t0 = time.monotonic()
     try:
         if progress:
             progress.start()
-        with ThreadPoolExecutor(max_workers=opts_concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
             pending: set[Future] = set()
             queue = iter(units)
 
             def fill() -> None:
                 for unit in queue:
                     pending.add(pool.submit(one, *unit))
-                    if len(pending) >= opts_concurrency:
+                    if len(pending) >= concurrency:
                         break
 
             fill()
@@ -531,7 +529,7 @@ def run_arms(opts: RunOptions, quiet: bool = False,
         else:
             units.append((pair, arm, m))
     summary = RunSummary(out=str(out), n_tasks=len({k[0] for k in pairs}), planned=len(units), skipped=skipped,
-                         warnings=warnings, concurrency=opts.concurrency)
+                         warnings=warnings)
     if not units:
         return summary
     scorer = Scorer(opts.limits, opts.cache_dir)
@@ -580,5 +578,5 @@ def run_arms(opts: RunOptions, quiet: bool = False,
 
     names = ",".join(sp.name if sp.name != "mask" else f"mask:{sp.masks}" for sp in specs)
     label = f"{opts.benchmark} {model_label} arms {names}" + (" [UNSAFE scoring: not isolated]" if unsafe_reason else "")
-    _execute(units, one, writer, client, summary, label, quiet, on_record)
+    _execute(units, one, writer, client, summary, label, opts.concurrency, quiet, on_record)
     return summary
