@@ -596,6 +596,8 @@ def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostil
     """Run as uid nobody (no root, no namespaces): isolation_status says why; hostile HumanEval answers
     (forged marker, cmdline, atexit, ctypes exec, saboteur, always-equal, setsid child, raw socket)
     still fail, a right one scored after them passes, and nothing survives."""
+    if _nobody_cli_env() is None:  # e.g. a checkout under a 0700 folder (mktemp -d)
+        pytest.skip("uid nobody cannot run this checkout's packages here")
     python = score_mod.sandbox_python(True)
     port, stop = _listener()
     token = "sc" + uuid.uuid4().hex[:10]
