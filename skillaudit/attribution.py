@@ -575,52 +575,108 @@ def attribute_models(
     n_perm: int = N_PERMUTATIONS,
     min_cond: int = 10,
     arms: Any = None,
+    jobs: int = 1,
 ) -> ModelAttributions:
     """`attribute` per model (a skill can help one model and hurt another), or pooled over the
-    models with model as a stratum (tasks resampled and permuted within their model) when asked."""
+    models with model as a stratum (tasks resampled and permuted within their model) when asked.
+
+    `jobs` > 1 judges the models in that many forked worker processes (each seeded as in one
+    process: the result is the same for any `jobs`); 0 picks one per core for large inputs."""
     kw = {"scheme": scheme, "regression": regression, "n_boot": n_boot, "seed": seed,
           "alpha": alpha, "level": level, "mid_p": mid_p, "n_perm": n_perm, "min_cond": min_cond}
     present = [runs.models[i] for i in np.unique(runs.model)] if runs.n_pairs else []
-    groups = [None] if (pooled or len(present) <= 1) else present
-    results = []
-    effects: list[LibraryEffect] = []
-    for m in groups:
-        sub = runs if m is None else runs.select(model=m)
-        sub_arms = None
-        if arms is not None:
-            sub_arms = arms if m is None else arms.restricted(np.flatnonzero(runs.model == runs.models.index(m)))
-        bench = np.unique(sub.benchmark)
-        fits: list[tuple[int, PairedRuns, dict[str, Any]]] = []
-        shared: list[tuple[int, Csr, np.ndarray]] = []
-        if regression and n_boot > 0 and bench.size > 1:
-            # each (model, benchmark) cell's verdict; their heterogeneity tests are computed from
-            # the model's permutations (a within-block permutation of the model's tasks is one of
-            # each cell's), which saves each cell's own permutation work
-            for bi in bench.tolist():
-                cell = sub.subset(sub.benchmark == bi)
-                fit = _cell_fit(cell, n_boot, seed, alpha, level)
-                fits.append((bi, cell, fit))
-                reg_c = fit["reg"]
-                tested_c = reg_c.group_n_ >= MIN_TESTED
-                if (reg_c.interval_method_ is not None and int(tested_c.sum()) >= 2
-                        and fit["X"].shape[0] >= min_cond and reg_c.n_groups_):
-                    shared.append((bi, _merged_design(fit["X"], reg_c.col_group_, reg_c.n_groups_), tested_c))
-        found: list[Any] = []
-        res = attribute(sub, library, arms=sub_arms, cells=shared, cell_results=found, **kw)
-        results.append(res)
-        if res.library is not None:
-            effects.append(res.library)
-        het_of = dict(zip([bi for bi, _, _ in shared], found, strict=False)) if len(found) == len(shared) else {}
-        for bi, cell, fit in fits:
-            effects.append(library_verdict(cell, n_boot=n_boot, seed=seed, alpha=alpha, level=level,
-                                           n_perm=n_perm, min_cond=min_cond, fitted=fit,
-                                           heterogeneity=het_of.get(bi)))
+    groups: list[str | None] = [None] if (pooled or len(present) <= 1) else list(present)
+    work = (runs, library, arms, kw)
+    workers = _model_workers(jobs, len(groups), runs.n_pairs)
+    if workers > 1:
+        outs = _in_workers(work, groups, workers)
+    else:
+        outs = [_attribute_one(work, m) for m in groups]
+    results = [res for res, _ in outs]
+    effects = [e for _, found in outs for e in found]
     settings = {**(results[0].settings if results else {}), "pooled_models": bool(pooled),
                 "models": [r.model for r in results]}
     settings.pop("model", None)
     settings.pop("benchmark", None)
     return ModelAttributions(results=tuple(results), library=tuple(effects), pooled=bool(pooled),
                              settings=settings)
+
+
+#: below this many pairs `attribute_models(jobs=0)` stays in one process (forking costs ~0.1 s)
+_PARALLEL_PAIRS = 50_000
+
+
+def _model_workers(jobs: int, n_groups: int, n_pairs: int) -> int:
+    import os
+
+    if jobs == 0:
+        jobs = (os.cpu_count() or 1) if n_pairs >= _PARALLEL_PAIRS else 1
+    return max(1, min(jobs, n_groups))
+
+
+_WORK: Any = None  # what forked workers read (set just before the pool forks)
+
+
+def _in_workers(work: Any, groups: list[str | None], workers: int) -> list[Any]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _WORK
+    _WORK = work
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_one_blas_thread) as pool:
+            return list(pool.map(_attribute_worker, groups))
+    finally:
+        _WORK = None
+
+
+def _one_blas_thread() -> None:
+    """Each worker holds one core: BLAS threads on top would oversubscribe it."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(1)
+
+
+def _attribute_worker(m: str | None) -> Any:
+    return _attribute_one(_WORK, m)
+
+
+def _attribute_one(work: Any, m: str | None) -> tuple[AttributionResult, list[LibraryEffect]]:
+    """One model's (or the pooled) attribution and its library verdicts: the model's, then its cells'."""
+    runs, library, arms, kw = work
+    regression, n_boot, seed, alpha, level = kw["regression"], kw["n_boot"], kw["seed"], kw["alpha"], kw["level"]
+    sub = runs if m is None else runs.select(model=m)
+    sub_arms = None
+    if arms is not None:
+        sub_arms = arms if m is None else arms.restricted(np.flatnonzero(runs.model == runs.models.index(m)))
+    bench = np.unique(sub.benchmark)
+    fits: list[tuple[int, PairedRuns, dict[str, Any]]] = []
+    shared: list[tuple[int, Csr, np.ndarray]] = []
+    if regression and n_boot > 0 and bench.size > 1:
+        # each (model, benchmark) cell's verdict; their heterogeneity tests are computed from
+        # the model's permutations (a within-block permutation of the model's tasks is one of
+        # each cell's), which saves each cell's own permutation work
+        for bi in bench.tolist():
+            cell = sub.subset(sub.benchmark == bi)
+            fit = _cell_fit(cell, n_boot, seed, alpha, level)
+            fits.append((bi, cell, fit))
+            reg_c = fit["reg"]
+            tested_c = reg_c.group_n_ >= MIN_TESTED
+            if (reg_c.interval_method_ is not None and int(tested_c.sum()) >= 2
+                    and fit["X"].shape[0] >= kw["min_cond"] and reg_c.n_groups_):
+                shared.append((bi, _merged_design(fit["X"], reg_c.col_group_, reg_c.n_groups_), tested_c))
+    found: list[Any] = []
+    res = attribute(sub, library, arms=sub_arms, cells=shared, cell_results=found, **kw)
+    effects: list[LibraryEffect] = [res.library] if res.library is not None else []
+    het_of = dict(zip([bi for bi, _, _ in shared], found, strict=False)) if len(found) == len(shared) else {}
+    for bi, cell, fit in fits:
+        effects.append(library_verdict(cell, n_boot=n_boot, seed=seed, alpha=alpha, level=level,
+                                       n_perm=kw["n_perm"], min_cond=kw["min_cond"], fitted=fit,
+                                       heterogeneity=het_of.get(bi)))
+    return res, effects
 
 
 def attribute_ids(result: AttributionResult, ids: Sequence[str]) -> list[SkillAttribution]:

@@ -84,8 +84,8 @@ def seed_option(help_text: str = "Seed of the bootstrap.") -> Callable[[Callable
     return click.option("--seed", default=0, show_default=True, help=help_text)
 jobs_option = click.option(
     "--jobs", "-j", default=0, show_default=True, type=click.IntRange(min=0),
-    help="Worker processes parsing the run logs (0 = one per core once the logs exceed 8 MB); "
-         "the result is the same for any N.")
+    help="Worker processes parsing the run logs and judging the models (0 = one per core for "
+         "large inputs: logs over 8 MB, 50,000 pairs); the result is the same for any N.")
 
 
 def skills_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -645,7 +645,7 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     arms = load_arms_for_cli(runs, paired, filtered=model is not None or benchmark is not None)
     edited = edited_for_cli(runs, lib)
     attr = attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
-                            n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+                            n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms, jobs=jobs)
     if edited:
         from .provenance import mark_edited
 
@@ -875,7 +875,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
         min_cond=min_cond,
         attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=paired,
-        arms=arms, edited=edited,
+        arms=arms, edited=edited, jobs=jobs,
     )
     used = result.inputs["settings"].get("embedder_used")
     if used and used != embedder:

@@ -49,6 +49,10 @@ MIN_TESTED = 5
 #: permutations of the heterogeneity test; fewer for very many tasks (work ~ tasks x permutations)
 N_PERMUTATIONS = 2000
 _PERM_WORK = 20_000_000
+#: sequential stopping (`heterogeneity_tests(decide_at=...)`): where a test may stop, and the
+#: Monte Carlo risk of stopping on the wrong side of the level
+CHECKPOINTS = (200, 500, 1000)
+DECISION_RISK = 1e-3
 _CHUNK_CELLS = 4_000_000
 
 
@@ -163,7 +167,8 @@ def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndar
 def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndarray,
                         tested: np.ndarray, subsets: Sequence[tuple[np.ndarray, Csr, np.ndarray]] = (),
                         n_perm: int = N_PERMUTATIONS, seed: int = 0,
-                        baseline: np.ndarray | None = None) -> list[tuple[float, float, int] | None]:
+                        baseline: np.ndarray | None = None,
+                        decide_at: float | None = None) -> list[tuple[float, float, int] | None]:
     """`heterogeneity_test` of Z, then of each subset, from the same permutations.
 
     A subset `(rows, Z_s, tested_s)` is one stratum's rows (indices into Z's rows, in order) with
@@ -173,6 +178,13 @@ def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.nda
     (the permuted residuals are shared). Residuals are centred per (stratum, class) either way.
     A subset whose rows' classes under Z_s differ from theirs under Z (a merge of identical
     columns only inside it changes a row's retrieved-set size) gets None: test it on its own.
+
+    `decide_at` (a level, e.g. 0.05): sequential Monte Carlo. At `CHECKPOINTS` permutations a
+    test stops once the Clopper-Pearson interval (risk `DECISION_RISK`) of its permutation p
+    excludes the level, and reports the p of the permutations done so far (each such p is exact for
+    its number of permutations). A clear rejection stops after 200 permutations instead of 2,000;
+    the chance that stopping changes a decision is below the risk (tests/test_library_effect.py
+    checks the size by simulation).
     """
     import scipy.sparse as sp
 
@@ -214,32 +226,90 @@ def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.nda
     # own (Fisher-Yates, O(tasks) per permutation; sorting random keys was 2/3 of the test's time)
     edges = np.concatenate([[0], np.cumsum(np.bincount(block))])
     runs = [(int(s), int(e)) for s, e in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True) if e - s > 1]
-    slot = np.empty(n_units, dtype=np.int64)
-    slot[placed] = np.arange(n_units)  # task t sits at position slot[t] of the sorted order
-    row_slot = slot[unit]  # each row's task's position
     width = row_at.shape[1]
+    # int32 indices where they fit: the gathers below move b x rows of them per chunk
+    idx = np.int32 if n_units * width < 2**31 else np.int64
+    slot = np.empty(n_units, dtype=idx)
+    slot[placed] = np.arange(n_units, dtype=idx)  # task t sits at position slot[t] of the sorted order
+    placed = placed.astype(idx)
+    row_slot = slot[unit]  # each row's task's position
+    pos_i = pos.astype(idx)
     # each task's residuals by position (padding never read: a task only takes a same-block task's)
     r_at = np.where(row_at >= 0, r[np.maximum(row_at, 0)], 0.0).ravel()
+    strat_of_unit = np.zeros(n_units, dtype=np.int64)
+    strat_of_unit[unit] = strata
+    run_strat = [int(strat_of_unit[placed[s]]) for s, _ in runs]
+
+    def plan(active: list[int]) -> tuple[list[tuple[int, int]], np.ndarray | None, dict[int, Any]]:
+        """The blocks to shuffle, the rows to permute (None: all) and where each design's rows sit.
+        Once the whole population's test has stopped, only the strata of undecided subsets are
+        permuted: blocks never cross strata, so each subset's permutations stay what they were."""
+        if any(designs[i][0] is None for i in active):
+            return runs, None, {i: designs[i][0] for i in active}
+        parts: list[np.ndarray] = []
+        where: dict[int, Any] = {}
+        off = 0
+        for i in active:
+            rows_i = designs[i][0]
+            parts.append(rows_i)
+            where[i] = slice(off, off + rows_i.size)
+            off += rows_i.size
+        live = {int(strata[designs[i][0][0]]) for i in active if designs[i][0].size}
+        return ([run for run, st in zip(runs, run_strat, strict=True) if st in live],
+                np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), where)
+
     perm = [np.empty((2, b_total)) for _ in designs]
     chunk = max(1, _CHUNK_CELLS // max(n, n_units, 1))
-    for start in range(0, b_total, chunk):
-        b = min(chunk, b_total - start)
+    active = list(range(len(designs)))
+    done = [b_total] * len(designs)
+    stops = [c for c in CHECKPOINTS if c < b_total] if decide_at is not None else []
+    cur_runs, rows_now, where = plan(active)
+    rs, ps = row_slot, pos_i
+    start = 0
+    while start < b_total and active:
+        nxt = next((c for c in stops if c > start), b_total)
+        b = min(chunk, nxt - start)
         shuffled = np.broadcast_to(placed, (b, n_units)).copy()
-        for s, e in runs:
+        for s, e in cur_runs:
             shuffled[:, s:e] = rng.permuted(shuffled[:, s:e], axis=1)
         # task placed[i] takes the outcomes of task shuffled[i]: row (task t, position j) gets the
         # residual of row (shuffled[slot[t]], j)
-        src = shuffled[:, row_slot]
+        src = shuffled[:, rs]
         src *= width
-        src += pos
+        src += ps
         permuted = r_at[src]  # b x rows
-        for (rows, stats), out in zip(designs, perm, strict=True):
-            out[:, start:start + b] = stats(permuted.T if rows is None else permuted[:, rows].T)
-    results = [(float(o[0]), _combined_p(o, pm, b_total), b_total) for o, pm in zip(obs, perm, strict=True)]
+        for i in active:
+            sel = where[i]
+            perm[i][:, start:start + b] = designs[i][1](permuted.T if sel is None else permuted[:, sel].T)
+        start += b
+        if start in stops:
+            still = []
+            for i in active:
+                if _decided(obs[i], perm[i][:, :start], start, decide_at):  # type: ignore[arg-type]
+                    done[i] = start
+                else:
+                    still.append(i)
+            if still != active:
+                active = still
+                cur_runs, rows_now, where = plan(active)
+                rs, ps = (row_slot, pos_i) if rows_now is None else (row_slot[rows_now], pos_i[rows_now])
+    results = [(float(o[0]), _combined_p(o, pm[:, :d], d), d)
+               for o, pm, d in zip(obs, perm, done, strict=True)]
     out: list[tuple[float, float, int] | None] = [results[0]]
     it = iter(results[1:])
     out.extend(next(it) if ok else None for ok in shared)
     return out
+
+
+def _decided(obs: np.ndarray, perm: np.ndarray, b: int, level: float) -> bool:
+    """Whether b permutations settle p <= level: the Clopper-Pearson interval of the permutation
+    p (e exceedances of b, risk DECISION_RISK) lies wholly on one side of the level."""
+    from scipy.special import betaincinv
+
+    e = round(_combined_p(obs, perm, b) * (b + 1)) - 1  # permutations at least as extreme
+    lo = 0.0 if e == 0 else float(betaincinv(e, b - e + 1, DECISION_RISK / 2))
+    hi = 1.0 if e == b else float(betaincinv(e + 1, b - e, 1 - DECISION_RISK / 2))
+    return hi < level or lo > level
 
 
 def _combined_p(obs: np.ndarray, perm: np.ndarray, b_total: int) -> float:
@@ -425,12 +495,12 @@ def library_effect(
             else:
                 Z = _merged_design(X, cg, g)
                 found = heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed,
-                                            baseline=baseline)
+                                            baseline=baseline, decide_at=alpha)
                 t_obs, het_p, n_done = found[0]  # type: ignore[misc]
                 if subset_results is not None:
                     subset_results.extend(found[1:])
         k = np.diff(X.indptr)
-        slope, slope_ci = depth_slope(k, y, units, strata, reg.n_boot if has_interval else 0, seed, level)
+        slope, _ = depth_slope(k, y, units, strata, 0, seed, level)  # its interval: only if needed below
 
     direction = None
     if mean_ci is not None and (mean_ci[0] > 0 or mean_ci[1] < 0):
@@ -445,6 +515,10 @@ def library_effect(
         verdict = "none"
     rec = None
     if verdict == "library-wide" and direction == "harm":
+        # the slope's bootstrap interval decides between the two library-level recommendations
+        # and is computed only here (2,000 resamples per cell were a tenth of `rank`)
+        if slope is not None:
+            slope, slope_ci = depth_slope(np.diff(X.indptr), y, units, strata, reg.n_boot, seed, level)
         rec = "reduce-depth" if (slope_ci is not None and slope_ci[1] < 0) else "gate-retrieval"
     text = _sentence(verdict, direction, mean, mean_ci, het_p, rec, n_tasks, n_pairs, reportable,
                      min_cond, has_interval)

@@ -180,3 +180,24 @@ def test_rows_are_the_dataclass_objects_and_co_retrieval_is_x_prime_x():
         co = res.co_retrieval.toarray()
         assert np.array_equal(co[: ref.shape[0], : ref.shape[1]], ref) and co.sum() == ref.sum()
 
+
+
+def test_models_judged_in_worker_processes_give_the_same_result():
+    """attribute_models with jobs=2 (forked workers, one model each) returns what one process returns, number for number."""
+    from skillaudit.attribution import attribute_models
+
+    rng = np.random.default_rng(5)
+    pairs = []
+    for model in ("m1", "m2", "m3"):
+        for t in range(150):
+            skills = [f"s{j}" for j in rng.choice(12, size=int(rng.integers(1, 4)), replace=False)]
+            y_neg = bool(rng.random() < 0.5)
+            y_pos = bool(rng.random() < 0.5) and not (model == "m2" and "s3" in skills)
+            for e in (1, 2):
+                pairs.append(_pair(f"t{t}", y_pos, y_neg, skills if rng.random() < 0.6 else None,
+                                   model=model, epoch=e))
+    runs = _runs(pairs)
+    one = attribute_models(runs, n_boot=300, n_perm=199, jobs=1).to_dict()
+    two = attribute_models(runs, n_boot=300, n_perm=199, jobs=2).to_dict()
+    assert [r["model"] for r in two["models"]] == ["m1", "m2", "m3"]
+    assert orjson.dumps(one, option=orjson.OPT_SERIALIZE_NUMPY) == orjson.dumps(two, option=orjson.OPT_SERIALIZE_NUMPY)

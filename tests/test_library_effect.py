@@ -126,6 +126,41 @@ def test_heterogeneity_test_finds_a_skill_that_differs():
     assert hits >= 18
 
 
+def test_sequential_stopping_keeps_the_level_and_the_fixed_tests_decisions():
+    """With decide_at=0.05 on 300 null data sets, p <= 0.05 in at most 7%, most tests stop at 200 permutations, and the decision equals the 999-permutation test's in at least 98%."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    rejected = same = early = 0
+    for seed in range(300):
+        reg, X, y, units, base = _fit(_world(seed, n_tasks=80, derail=0.15), n_boot=0)
+        Z = _merged_design(X, reg.col_group_, reg.n_groups_)
+        args = (Z, y, units, np.zeros(y.size, int), reg.group_n_ >= 5)
+        seq = heterogeneity_tests(*args, n_perm=999, seed=seed, baseline=base, decide_at=0.05)[0]
+        full = heterogeneity_tests(*args, n_perm=999, seed=seed, baseline=base)[0]
+        assert full[2] == 999 and seq[2] in (200, 500, 999)
+        assert seq[0] == full[0]  # the same statistic; only the number of permutations differs
+        rejected += seq[1] <= 0.05
+        same += (seq[1] <= 0.05) == (full[1] <= 0.05)
+        early += seq[2] == 200
+    assert rejected / 300 <= 0.07
+    assert same / 300 >= 0.98
+    assert early / 300 >= 0.7
+
+
+def test_sequential_stopping_settles_a_clear_difference_after_200_permutations():
+    """One skill derailing passing runs half the time (300 tasks x 2 epochs): the sequential test stops at 200 permutations with p = 1/201 in at least 18 of 20 data sets."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    hits = 0
+    for seed in range(20):
+        reg, X, y, units, base = _fit(_world(seed, n_tasks=300, harm={"s2": 0.5}), n_boot=0)
+        Z = _merged_design(X, reg.col_group_, reg.n_groups_)
+        stat, p, b = heterogeneity_tests(Z, y, units, np.zeros(y.size, int), reg.group_n_ >= 5,
+                                         n_perm=2000, seed=seed, baseline=base, decide_at=0.05)[0]
+        hits += b == 200 and p == pytest.approx(1 / 201)
+    assert hits >= 18
+
+
 def test_comparing_like_with_like_keeps_skills_of_easy_tasks_from_looking_worse():
     """Every skill derails alike but s0 is retrieved only by tasks that pass without skills: comparing pairs of the same disabled outcome keeps the test at its level, ignoring it does not."""
     with_base = without = 0
@@ -280,4 +315,46 @@ def test_rank_cell_verdicts_use_the_shared_test(monkeypatch):
         alone = library_verdict(runs.select(benchmark=e.benchmark), n_boot=300, n_perm=499)
         assert e.heterogeneity_stat == pytest.approx(alone.heterogeneity_stat, rel=1e-12)
         assert e.mean_effect == pytest.approx(alone.mean_effect, rel=1e-12)
-        assert e.n_permutations == 499 and abs(e.heterogeneity_p - alone.heterogeneity_p) <= 0.06
+        # both stop where their permutations settle the verdict (sequential), at most at 499
+        assert e.n_permutations <= 499 and abs(e.heterogeneity_p - alone.heterogeneity_p) <= 0.06
+
+
+def _split_world(seed, n_tasks=500):
+    """Odd tasks: skill s2 derails passing runs 80% more often; even tasks: every skill derails alike."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_tasks):
+        p_pass = rng.uniform(0.2, 0.9)
+        skills = [f"s{j}" for j in rng.choice(8, size=int(rng.integers(1, 4)), replace=False)]
+        for e in (1, 2):
+            y_neg = rng.random() < p_pass
+            y_pos = rng.random() < p_pass if rng.random() < 0.5 else y_neg
+            for s in skills:
+                if rng.random() < 0.15 + (0.8 if (t % 2 and s == "s2") else 0.0):
+                    y_pos = False
+            rows.append((t, e, y_pos, y_neg, skills))
+    runs = _runs(rows)
+    reg, X, y, units, base = _fit(runs, n_boot=0)
+    Z = _merged_design(X, reg.col_group_, reg.n_groups_)
+    strata = np.array([int(runs.tasks[t][1:]) for t in runs.task[np.flatnonzero(runs.retrieved)]]) % 2
+    rows0 = np.flatnonzero(strata == 0)
+    x0 = X.take_rows(rows0)
+    reg0 = SkillEffectRegression(n_boot=0).fit(x0, y[rows0], units[rows0])
+    sub = (rows0, _merged_design(x0, reg0.col_group_, reg0.n_groups_), reg0.group_n_ >= 5)
+    return (Z, y, units, strata, reg.group_n_ >= 5, base), sub
+
+
+def test_a_subset_left_undecided_after_the_population_stopped_stays_exact():
+    """The population test stops at 200 permutations (a clear harm in stratum 1); the null stratum 0 goes on permuting alone: p <= 0.05 in at most 7% of 200 data sets."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    p, stopped, alone = [], 0, 0
+    for seed in range(200):
+        args, sub = _split_world(seed)
+        whole, cell = heterogeneity_tests(*args[:5], [sub], n_perm=999, seed=seed, baseline=args[5],
+                                          decide_at=0.05)
+        stopped += whole[2] == 200
+        alone += whole[2] == 200 and cell[2] > 200  # went on permuting its stratum alone
+        p.append(cell[1])
+    assert stopped >= 180 and alone >= 10
+    assert (np.array(p) <= 0.05).mean() <= 0.07

@@ -470,6 +470,7 @@ def build_audit(
     runs: Any = None,
     arms: Any = None,
     edited: dict[str, bool] | None = None,
+    jobs: int = 1,
 ) -> AuditResult:
     """Run every step and return the audit document (InputError on unusable input).
 
@@ -511,7 +512,7 @@ def build_audit(
         notes.append("The per-skill regression was off (no bootstrap resamples): there is no library-level "
                      "verdict and no skill is judged harmful; exposure counts alone are associations.")
     attr = attribute_models(runs, library=library, scheme=attribution, regression=reg_boot > 0,
-                            n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms)
+                            n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms, jobs=jobs)
     if edited is None and library is not None:
         from ..provenance import edited_skills, seen_hashes
 
