@@ -155,7 +155,7 @@ def test_sequential_stopping_settles_a_clear_difference_after_200_permutations()
     for seed in range(20):
         reg, X, y, units, base = _fit(_world(seed, n_tasks=300, harm={"s2": 0.5}), n_boot=0)
         Z = _merged_design(X, reg.col_group_, reg.n_groups_)
-        stat, p, b = heterogeneity_tests(Z, y, units, np.zeros(y.size, int), reg.group_n_ >= 5,
+        _stat, p, b = heterogeneity_tests(Z, y, units, np.zeros(y.size, int), reg.group_n_ >= 5,
                                          n_perm=2000, seed=seed, baseline=base, decide_at=0.05)[0]
         hits += b == 200 and p == pytest.approx(1 / 201)
     assert hits >= 18

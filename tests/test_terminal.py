@@ -78,6 +78,10 @@ def test_no_raw_controls_in_audit(hostile, tmp_path):
     assert res.exit_code == 0, res.output
     _assert_clean(res)
     assert "qwen\\x1b]0;pwned\\x07" in res.stdout
+    report = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")  # `cat report.md` is a terminal too
+    for raw in RAW:
+        assert raw not in report
+    assert "qwen\\\\x1b" in report  # shown (Markdown-escaped backslash), not acted on
 
 
 def test_no_raw_controls_in_errors_and_validate_skills(hostile, tmp_path):

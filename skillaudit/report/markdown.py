@@ -10,6 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from .._term import clean
 from .view import FILTERS, build_view, md
 
 _ENV: Environment | None = None
@@ -17,7 +18,7 @@ _ENV: Environment | None = None
 
 def tick(text: Any) -> str:
     """Text for a Markdown code span inside a table: no backticks, no newlines, pipes escaped."""
-    s = " ".join(str(text).split()).replace("`", "'")
+    s = clean(" ".join(str(text).split())).replace("`", "'")
     return s.replace("|", "\\|")
 
 

@@ -11,6 +11,7 @@ import base64
 import re
 from typing import Any
 
+from .._term import clean
 from ..render import pp, pp_ci, pval
 from .figures import FIGURES
 
@@ -45,7 +46,7 @@ def md(text: Any) -> str:
     """Untrusted text made inert in Markdown: one line, every special character escaped."""
     if text is None:
         return ""
-    s = " ".join(str(text).split())
+    s = clean(" ".join(str(text).split()))  # controls as visible escapes: `cat report.md` acts on none
     s = s.replace("&", "&amp;")
     return _MD_SPECIAL.sub(r"\\\1", s)
 
