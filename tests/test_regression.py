@@ -342,20 +342,30 @@ def test_sandwich_diagonal_equals_the_dense_formula_with_a_ridge(monkeypatch):
     np.testing.assert_allclose(reg.group_cov_.diag(), want, rtol=1e-10)
 
 
-def test_dense_factorisations_use_one_blas_thread_only_on_an_oversubscribed_machine(monkeypatch):
-    """With the load average at or above the core count the factorisation context limits BLAS to one thread; below it, nothing changes."""
+def test_dense_factorisations_use_one_blas_thread():
+    """Inside the factorisation context BLAS has one thread (results independent of -j and cores); outside, its setting is unchanged."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    import os
 
-    from skillaudit.regression import blas_threads_for_load
+    from skillaudit.regression import one_blas_thread
 
-    cores = os.cpu_count() or 1
     before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
-    monkeypatch.setattr(os, "getloadavg", lambda: (float(cores), 0.0, 0.0))
-    with blas_threads_for_load():
+    with one_blas_thread():
         inside = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
     assert inside and set(inside) == {1}
-    monkeypatch.setattr(os, "getloadavg", lambda: (cores - 0.5, 0.0, 0.0))
-    with blas_threads_for_load():
-        quiet = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
-    assert quiet == before
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == before
+
+
+def test_sandwich_diagonal_in_column_blocks_and_row_chunks_equals_the_dense_product():
+    """_diag_of_sandwich (64-column blocks of A^-1, row chunks of S) equals diag(A^-1 S'S A^-1) formed densely, also when S spans several row chunks and g is not a multiple of 64."""
+    import scipy.sparse as sp
+
+    from skillaudit.regression import _diag_of_sandwich
+
+    rng = np.random.default_rng(0)
+    for n_units, g in ((50, 7), (40_000, 131)):
+        S = sp.random(n_units, g, density=min(1.0, 4 / g), random_state=1, format="csr")
+        B = rng.standard_normal((g, g))
+        a_inv = np.linalg.inv(B @ B.T / g + np.eye(g))
+        a_inv = (a_inv + a_inv.T) / 2
+        dense = a_inv @ (S.T @ S).toarray() @ a_inv
+        np.testing.assert_allclose(_diag_of_sandwich(S, a_inv), np.diag(dense), rtol=1e-10, atol=1e-12)
