@@ -623,6 +623,11 @@ def _in_workers(work: Any, groups: list[str | None], workers: int) -> list[Any]:
 
     global _WORK
     _WORK = work
+    # what every worker would import on its own (~0.2 s each), imported once before the fork
+    import scipy.linalg
+    import scipy.sparse
+    import scipy.special  # noqa: F401
+
     try:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_one_blas_thread) as pool:

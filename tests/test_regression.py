@@ -369,3 +369,23 @@ def test_sandwich_diagonal_in_column_blocks_and_row_chunks_equals_the_dense_prod
         a_inv = (a_inv + a_inv.T) / 2
         dense = a_inv @ (S.T @ S).toarray() @ a_inv
         np.testing.assert_allclose(_diag_of_sandwich(S, a_inv), np.diag(dense), rtol=1e-10, atol=1e-12)
+
+
+def test_merged_design_without_merges_is_x_without_its_empty_columns():
+    """With no identical columns, _merge_columns (its direct path) equals X's non-empty columns in order; with identical ones it equals the one-hot product path."""
+    import scipy.sparse as sp
+
+    from skillaudit.regression import _identical_columns, _merge_columns
+
+    rng = np.random.default_rng(4)
+    for merged in (False, True):
+        dense = (rng.random((300, 40)) < 0.08).astype(float)
+        dense[:, 7] = 0  # an empty column
+        if merged:
+            dense[:, 12] = dense[:, 3]
+        X = sp.csr_matrix(dense)
+        members, col_group = _identical_columns(X, np.asarray(X.sum(axis=0)).ravel().astype(int))
+        Z = _merge_columns(X, col_group, len(members))
+        want = np.column_stack([dense[:, cols[0]] for cols in members])
+        np.testing.assert_array_equal(Z.toarray(), want)
+        assert merged or Z.has_sorted_indices  # the direct path keeps rows sorted

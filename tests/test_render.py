@@ -67,3 +67,41 @@ def test_a_terminal_gets_rich_with_its_styles(monkeypatch):
     buf = io.StringIO()
     CleanConsole(file=buf, highlight=False, width=160, force_terminal=True).print(_table(300))
     assert not called and "\x1b[" in buf.getvalue()
+
+
+def _long(n_rows: int, seed: int = 0, wide_cell: str = "") -> render.LongTable:
+    t = _table(n_rows, seed, wide_cell)
+    lt = render.LongTable(title=t.title.plain)
+    for col in t.columns:
+        lt.add_column(col.header, justify=col.justify)
+    for i in range(t.row_count):
+        lt.add_row(*(col._cells[i] for col in t.columns), style=t.rows[i].style or "")
+    return lt
+
+
+@pytest.mark.parametrize("wide", ["", "-" + "x" * 120])
+def test_a_long_table_of_plain_rows_prints_as_rich_would(wide):
+    """A LongTable (rank's rows kept as strings) prints exactly the rich Table it stands for: laid out directly when it fits, through rich when it would wrap."""
+    buf = io.StringIO()
+    CleanConsole(file=buf, highlight=False, width=160).print(_long(400, 1, wide))
+    assert buf.getvalue() == _draw(_table(400, 1, wide), fast=False)
+
+
+def test_rank_uses_a_long_table_only_when_piped():
+    """table_for gives a LongTable for many rows on a pipe, a rich Table on a terminal or for few rows."""
+    piped = CleanConsole(file=io.StringIO(), width=160)
+    tty = CleanConsole(file=io.StringIO(), width=160, force_terminal=True)
+    assert isinstance(render.table_for(piped, 500, "t"), render.LongTable)
+    assert isinstance(render.table_for(piped, 50, "t"), Table)
+    assert isinstance(render.table_for(tty, 500, "t"), Table)
+
+
+def test_a_long_table_shows_terminal_controls_as_text():
+    """A skill id carrying an OSC sequence reaches a piped long table as visible escapes, never raw."""
+    lt = _long(300)
+    lt.add_row("evil\x1b]0;pwned\x07-skill", "1 (1)", "+1.0", "[+0.0, +2.0]", "\x9b2J")
+    buf = io.StringIO()
+    CleanConsole(file=buf, highlight=False, width=160).print(lt)
+    text = buf.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    assert "evil\\x1b]0;pwned\\x07-skill" in text
