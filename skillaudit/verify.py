@@ -160,6 +160,18 @@ def prune_sets_of(doc: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     return {m: tuple(sorted(v)) for m, v in out.items()}
 
 
+def _meta_num(meta: dict[str, Any], key: str, default: float, path: str, whole: bool = True) -> Any:
+    """A run setting from the base records' meta, or a one-line error naming the log."""
+    import math
+
+    v = meta.get(key, default)
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+            or (whole and v != int(v))):
+        kind = "a whole number" if whole else "a number"
+        raise InputError(f"{path}: meta.{key} of the enabled records must be {kind}, not {v!r:.40}")
+    return int(v) if whole else float(v)
+
+
 def rerun_pruned(paths: tuple[str, ...], skills: str, endpoint: str, model: str, label: str, out: str,
                  prune: tuple[str, ...], api_key: str | None = None, data: str | None = None,
                  quiet: bool = False) -> Iterator[str]:
@@ -181,12 +193,16 @@ def rerun_pruned(paths: tuple[str, ...], skills: str, endpoint: str, model: str,
             if not pairs:
                 continue
             meta = next(iter(pairs.values())).enabled.get("meta") or {}
+            if not isinstance(meta, dict):
+                raise InputError(f"{path}: the enabled records' meta must be an object")
+
             agent = AgentConfig(
                 endpoint=endpoint, model=model, api_key=api_key,
-                temperature=float(meta.get("temperature", 0.7)), max_tokens=int(meta.get("max_tokens", 512)),
+                temperature=_meta_num(meta, "temperature", 0.7, path, whole=False),
+                max_tokens=_meta_num(meta, "max_tokens", 512, path),
                 tool_mode=str(meta.get("tool_call_mode", "text")), tool_choice=str(meta.get("tool_choice", "auto")),
-                max_calls=int(meta.get("max_calls", 3)), unescape_html=bool(meta.get("unescape_html", False)),
-                top_k=int(meta.get("top_k", 3)))
+                max_calls=_meta_num(meta, "max_calls", 3, path), unescape_html=bool(meta.get("unescape_html", False)),
+                top_k=_meta_num(meta, "top_k", 3, path))
             opts = RunOptions(benchmark=bench, out=out, agent=agent, skills=skills, model_label=label, data=data,
                               arms="pruned", base=path, prune=prune)
             summary = run_arms(opts, quiet=quiet)

@@ -312,3 +312,25 @@ def test_verify_with_an_endpoint_reruns_the_touched_pairs_and_measures_the_prune
     assert again.exit_code == 0 and len(_records(tmp / "verify.jsonl")) == len(touched)
     bad = CliRunner().invoke(cli, ["verify", opts.out, "--prune", "prime-test", "--endpoint", srv.url])
     assert bad.exit_code == 2 and bad.output == "Error: verify --endpoint needs --skills, --model and --out\n"
+
+
+def test_verify_names_a_base_log_whose_settings_are_not_numbers(base):
+    """A base log whose enabled records carry meta.temperature "hot" (or a string epoch) stops verify with one line naming the log, exit 2, before any re-run."""
+    tmp, opts, srv = base
+    recs = _records(opts.out)
+    for r in recs:
+        if r["condition"] == "enabled":
+            r["meta"]["temperature"] = "hot"
+    bad = tmp / "bad.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    n_requests = len(srv.requests)
+    args = ["verify", str(bad), "--prune", "prime-test", "--skills", opts.skills, "--endpoint", srv.url,
+            "--model", "fake-model", "--out", str(tmp / "v.jsonl"), "--data", opts.data]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2
+    assert r.output == f"Error: {bad}: meta.temperature of the enabled records must be a number, not 'hot'\n"
+    recs[0]["epoch"] = "one"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2 and r.output == f"Error: {bad}:1: epoch must be an integer, not 'one'\n"
+    assert len(srv.requests) == n_requests

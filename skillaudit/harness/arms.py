@@ -137,7 +137,10 @@ def read_base(path: str | Path, model: str, benchmark: str) -> dict[tuple[str, i
             cond = rec.get("condition")
             if cond not in ("enabled", "disabled"):
                 continue
-            key = (str(rec.get("task_id")), int(rec.get("epoch", 1) or 1))
+            epoch = rec.get("epoch", 1)
+            if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+                raise InputError(f"{path}:{lineno}: epoch must be an integer, not {epoch!r:.40}")
+            key = (str(rec.get("task_id")), int(epoch or 1))
             halves.setdefault(key, {})[cond] = rec
     return {k: BasePair(k[0], k[1], v["enabled"], v["disabled"]) for k, v in halves.items()
             if "enabled" in v and "disabled" in v}
