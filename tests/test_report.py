@@ -228,3 +228,20 @@ def test_large_graph_sections_are_bounded(tmp_path, write_jsonl, monkeypatch):
     assert all(full.edges[u, v]["weight"] == d["weight"] for u, v, d in exported.edges(data=True))
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "keeps their backbone" in md and f"Showing 1 of {n_inter} pairs" in md
+
+
+def test_headline_names_a_benchmark_whose_arms_say_injection_hurts_when_pooling_hides_it():
+    """The pooled arms say the retrieved skills do worse than random content, gsm8k's own arms say injection hurts: the sentence adds "on gsm8k alone, injection hurts, not these skills"; when the pooled sentence already says so, nothing is added."""
+    from skillaudit.report.build import _injection_sentence
+
+    groups = [
+        {"model": "m", "benchmark": "mbpp_plus", "injection_text": "the retrieved skills do worse than random content (...)"},
+        {"model": "m", "benchmark": "gsm8k", "injection_text": "injection hurts, not these skills (random arm: ...)"},
+        {"model": "other", "benchmark": "math", "injection_text": "injection hurts, not these skills (...)"},
+    ]
+    pooled = "the retrieved skills do worse than random content (random arm: ...)"
+    assert _injection_sentence(groups, "m", pooled) == (
+        pooled + "; on gsm8k alone, injection hurts, not these skills (a control arm did as badly as the retrieved skills)")
+    already = "injection hurts, not these skills (random arm: ...)"
+    assert _injection_sentence(groups, "m", already) == already
+    assert _injection_sentence(groups, "m", None) is None

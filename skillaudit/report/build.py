@@ -262,6 +262,22 @@ def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
     return verdict, text
 
 
+_INJECTION = "injection hurts, not these skills"
+
+
+def _injection_sentence(groups: Sequence[dict[str, Any]], model: str, pooled: str | None) -> str | None:
+    """The control arms' sentence for a model, plus the benchmarks whose own arms say "injection
+    hurts, not these skills" where the pooled arms do not (pooling can hide it: one benchmark's
+    content effect ~0 averaged with another's below 0)."""
+    if not pooled:
+        return pooled
+    own = [g["benchmark"] for g in groups if g["model"] == model and g["benchmark"] != "*"
+           and _INJECTION in (g.get("injection_text") or "")]
+    if own and _INJECTION not in pooled:
+        pooled += f"; on {', '.join(own)} alone, {_INJECTION} (a control arm did as badly as the retrieved skills)"
+    return pooled
+
+
 def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
              library: Sequence[dict[str, Any]] = (), verify: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer to "does the library help where it is used?", one verdict per model, and whether
@@ -270,6 +286,7 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
     per_model = [model_verdict(g) for g in pooled]
     for v in per_model:
         v["library_verdict"], v["library_text"] = _library_sentence(library, v["model"], recommendations)
+        v["injection_text"] = _injection_sentence(metrics["groups"], v["model"], v.get("injection_text"))
     verdicts = [v["verdict"] for v in per_model]
     if len(per_model) == 1:
         v = per_model[0]
