@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ._csr import Csr
-from .stats import bh_qvalues, bootstrap_totals, percentile_ci, unit_sums
+from .stats import bh_qvalues, bootstrap_totals, paired_test, percentile_ci, unit_sums
 
 VERDICTS = ("library-wide", "skill-specific", "none")
 HETEROGENEITY_ALPHA = 0.05
@@ -68,6 +68,9 @@ class LibraryEffect:
     mean_effect_ci: tuple[float, float] | None
     heterogeneity_p: float | None
     heterogeneity_stat: float | None
+    #: task-level exact test of the retrieving pairs' net flips (`stats.paired_test`): a direction
+    #: needs it too, because a bootstrap interval over a handful of flips excludes 0 too easily
+    flip_p: float | None
     n_permutations: int
     n_skills_tested: int
     n_tasks: int  # tasks with a retrieving pair (the unit of every test)
@@ -87,6 +90,7 @@ class LibraryEffect:
             "heterogeneity_p": self.heterogeneity_p, "heterogeneity_stat": self.heterogeneity_stat,
             "heterogeneity_test": "permutation score test (tasks permuted within model, benchmark, "
                                   "retrieved-set sizes and disabled outcomes)",
+            "flip_p": self.flip_p,
             "n_permutations": self.n_permutations, "n_skills_tested": self.n_skills_tested,
             "n_tasks": self.n_tasks, "n_pairs": self.n_pairs,
             "skills_per_pair": self.skills_per_pair, "depth_slope": self.depth_slope,
@@ -503,8 +507,12 @@ def library_effect(
         slope, _ = depth_slope(k, y, units, strata, 0, seed, level)  # its interval: only if needed below
 
     direction = None
-    if mean_ci is not None and (mean_ci[0] > 0 or mean_ci[1] < 0):
-        direction = "harm" if mean_ci[1] < 0 else "help"
+    # the exact task-level test of the same flips (McNemar; sign-flip over tasks with epochs)
+    flip_p = float(paired_test(units, np.rint(y).astype(np.int64))) if n_pairs else None
+    excludes = mean_ci is not None and (mean_ci[0] > 0 or mean_ci[1] < 0)
+    unconfirmed = excludes and flip_p is not None and flip_p > 1 - level
+    if excludes and not unconfirmed:
+        direction = "harm" if mean_ci[1] < 0 else "help"  # type: ignore[index]
     if not reportable or not has_interval:
         verdict = "none"
     elif het_p is not None and het_p <= alpha:
@@ -522,9 +530,15 @@ def library_effect(
         rec = "reduce-depth" if (slope_ci is not None and slope_ci[1] < 0) else "gate-retrieval"
     text = _sentence(verdict, direction, mean, mean_ci, het_p, rec, n_tasks, n_pairs, reportable,
                      min_cond, has_interval)
+    if unconfirmed and verdict == "none" and reportable and has_interval:
+        b, c = int((y > 0).sum()), int((y < 0).sum())
+        what = "harm" if mean_ci[1] < 0 else "benefit"  # type: ignore[index]
+        text = (f"Too few flips to place the library's {what} ({_pp(mean)} per injected skill; "
+                f"{b} rescue{'s' * (b != 1)} vs {c} harm{'s' * (c != 1)} on {n_tasks:,} tasks that "
+                f"retrieved skills, exact task-level test {_p(flip_p)}): no library verdict")
     eff = LibraryEffect(
         model=model, benchmark=benchmark, verdict=verdict, direction=direction, mean_effect=mean,
-        mean_effect_ci=mean_ci, heterogeneity_p=het_p, heterogeneity_stat=t_obs,
+        mean_effect_ci=mean_ci, heterogeneity_p=het_p, heterogeneity_stat=t_obs, flip_p=flip_p,
         n_permutations=n_done, n_skills_tested=n_tested, n_tasks=n_tasks, n_pairs=n_pairs,
         skills_per_pair=float(X.nnz / n_pairs) if n_pairs else None, depth_slope=slope,
         depth_slope_ci=slope_ci, recommendation=rec, reportable=reportable, text=text,

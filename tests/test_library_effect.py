@@ -197,6 +197,24 @@ def test_verdicts_library_wide_skill_specific_and_none():
     assert null.verdict == "none" and null.recommendation is None
 
 
+def test_a_handful_of_flips_gets_no_library_verdict_whatever_the_bootstrap_says():
+    """0 rescues vs 4 harms on 143 tasks: the bootstrap interval excludes 0, the exact test (p = 0.125) does not, so no verdict."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for t in range(143):
+        skills = [f"s{j}" for j in rng.choice(6, size=int(rng.integers(1, 4)), replace=False)]
+        rows.append((t, 1, False, t < 4, skills))  # tasks 0-3 pass without skills, fail with them
+    lib = attribute(_runs(rows), n_boot=2000).library
+    assert lib.mean_effect_ci[1] < 0  # what the bootstrap alone would call a library-wide harm
+    assert lib.flip_p == pytest.approx(0.125)
+    assert lib.verdict == "none" and lib.direction is None and lib.recommendation is None
+    assert lib.text.startswith("Too few flips to place the library's harm")
+    assert "0 rescues vs 4 harms on 143 tasks" in lib.text and "p = 0.12" in lib.text
+    rows = [(t, 1, False, t < 14, skills) for t, (_, _, _, _, skills) in enumerate(rows)]
+    many = attribute(_runs(rows), n_boot=2000).library  # 14 harms: the exact test agrees
+    assert many.flip_p < 0.001 and many.verdict == "library-wide" and many.direction == "harm"
+
+
 def test_reduce_depth_only_when_harm_grows_with_the_number_of_skills():
     """Per-skill derailing (more skills, more harm) gives reduce-depth; harm per injection alone gives gate-retrieval."""
     per_skill = attribute(_world(5, n_tasks=600, derail=0.25), n_boot=500).library
