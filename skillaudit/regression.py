@@ -600,7 +600,7 @@ def _cho_inverse(factor: tuple[np.ndarray, bool]) -> np.ndarray:
     c, lower = factor
     if not np.all(np.diagonal(c)):  # potri fails on a zero pivot (not seen): solve, factor intact
         return linalg.cho_solve(factor, np.eye(c.shape[0]), check_finite=False)
-    inv, info = linalg.lapack.dpotri(c, lower=lower, overwrite_c=1)
+    inv, _ = linalg.lapack.dpotri(c, lower=lower, overwrite_c=1)
     # mirror the computed triangle in place (np.tril + transpose allocated three g x g arrays:
     # 0.8 s at 2,000 skills on a busy machine, against 15 ms for this copy)
     g = inv.shape[0]
