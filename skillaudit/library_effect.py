@@ -535,7 +535,7 @@ def library_effect(
         what = "harm" if mean_ci[1] < 0 else "benefit"  # type: ignore[index]
         text = (f"Too few flips to place the library's {what} ({_pp(mean)} per injected skill; "
                 f"{b} rescue{'s' * (b != 1)} vs {c} harm{'s' * (c != 1)} on {n_tasks:,} tasks that "
-                f"retrieved skills, exact task-level test {_p(flip_p)}): no library verdict")
+                f"retrieved skills, exact task-level test p = {flip_p:.3f}): no library verdict")
     eff = LibraryEffect(
         model=model, benchmark=benchmark, verdict=verdict, direction=direction, mean_effect=mean,
         mean_effect_ci=mean_ci, heterogeneity_p=het_p, heterogeneity_stat=t_obs, flip_p=flip_p,

@@ -209,7 +209,7 @@ def test_a_handful_of_flips_gets_no_library_verdict_whatever_the_bootstrap_says(
     assert lib.flip_p == pytest.approx(0.125)
     assert lib.verdict == "none" and lib.direction is None and lib.recommendation is None
     assert lib.text.startswith("Too few flips to place the library's harm")
-    assert "0 rescues vs 4 harms on 143 tasks" in lib.text and "p = 0.12" in lib.text
+    assert "0 rescues vs 4 harms on 143 tasks" in lib.text and "test p = 0.125)" in lib.text
     rows = [(t, 1, False, t < 14, skills) for t, (_, _, _, _, skills) in enumerate(rows)]
     many = attribute(_runs(rows), n_boot=2000).library  # 14 harms: the exact test agrees
     assert many.flip_p < 0.001 and many.verdict == "library-wide" and many.direction == "harm"
