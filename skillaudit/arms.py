@@ -258,11 +258,13 @@ class ArmEffect:
     p: float | None  # task-level test of the content effect (replicate: of the A/A difference)
     accuracy: float | None  # mean(y_arm)
     flip_between: float | None = None  # replicate: (b + c) / n between the conditions on the same pairs
+    context_p: float | None = None  # task-level test of the context effect (enabled arms)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "n_tasks": self.n_tasks, "content_effect": self.content_effect,
                 "content_ci": self.content_ci, "context_effect": self.context_effect,
-                "context_ci": self.context_ci, "p": self.p, "accuracy": self.accuracy}
+                "context_ci": self.context_ci, "p": self.p, "context_p": self.context_p,
+                "accuracy": self.accuracy}
 
 
 def _num(x: float) -> float | None:
@@ -320,16 +322,23 @@ def arm_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed:
         cols = np.column_stack([np.ones(rows.size), content, context, y_arm])
         (ce, xe, acc), (ce_ci, xe_ci, _) = _mean_ci(u, cols, n_boot, seed, level)
         out[name] = ArmEffect(name, int(rows.size), int(np.unique(u).size), ce, ce_ci, xe, xe_ci,
-                              paired_test(u, content.astype(np.int64), mid_p=mid_p), acc)
+                              paired_test(u, content.astype(np.int64), mid_p=mid_p), acc,
+                              context_p=paired_test(u, context.astype(np.int64), mid_p=mid_p))
     return out, aa_rate, aa_n
 
 
-def injection_verdict(effects: dict[str, ArmEffect]) -> str | None:
+def _p_of(p: float | None) -> str:
+    return "" if p is None else " p < 0.001" if p < 0.001 else f" p = {p:.3f}"
+
+
+def injection_verdict(effects: dict[str, ArmEffect], alpha: float = 0.05) -> str | None:
     """One sentence when the control arms say whether the harm is in the content or in injecting.
 
     Harm whose content effect is ~0 (a control arm's content effect interval covers 0) while the
     control arm's context effect is below 0: "injection hurts, not these skills". A content effect
-    below 0 with the interval excluding 0: the retrieved skills do worse than the control.
+    below 0 with the interval excluding 0: the retrieved skills do worse than the control. Each
+    claim needs the exact task-level test of the same differences to agree (p <= `alpha`): a
+    bootstrap interval over a handful of flips excludes 0 too easily.
     """
     parts = []
     for name in CONTROL_ARMS:
@@ -338,13 +347,16 @@ def injection_verdict(effects: dict[str, ArmEffect]) -> str | None:
             continue
         ce, xe = e.content_effect or 0.0, e.context_effect or 0.0
         what = (f"{name} arm: content effect {ce * 100:+.1f} pp [{e.content_ci[0] * 100:+.1f}, "
-                f"{e.content_ci[1] * 100:+.1f}], context effect {xe * 100:+.1f} pp "
-                f"[{e.context_ci[0] * 100:+.1f}, {e.context_ci[1] * 100:+.1f}], {e.n_tasks} tasks")
-        if e.content_ci[0] <= 0 <= e.content_ci[1] and e.context_ci[1] < 0:
+                f"{e.content_ci[1] * 100:+.1f}]{_p_of(e.p)}, context effect {xe * 100:+.1f} pp "
+                f"[{e.context_ci[0] * 100:+.1f}, {e.context_ci[1] * 100:+.1f}]{_p_of(e.context_p)}, "
+                f"{e.n_tasks} tasks")
+        content_sure = e.p is not None and e.p <= alpha
+        context_sure = e.context_p is not None and e.context_p <= alpha
+        if e.content_ci[0] <= 0 <= e.content_ci[1] and e.context_ci[1] < 0 and context_sure:
             parts.append(f"injection hurts, not these skills ({what})")
-        elif e.content_ci[1] < 0:
+        elif e.content_ci[1] < 0 and content_sure:
             parts.append(f"the retrieved skills do worse than {name} content ({what})")
-        elif e.content_ci[0] > 0:
+        elif e.content_ci[0] > 0 and content_sure:
             parts.append(f"the retrieved skills do better than {name} content ({what})")
         else:
             parts.append(f"no clear difference from {name} content ({what})")

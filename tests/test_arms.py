@@ -119,6 +119,25 @@ def test_injection_hurts_not_these_skills(tmp_path):
     assert "Counterfactual arms" in table and "A/A flip rate" in table
 
 
+def test_a_handful_of_flips_is_no_injection_verdict(tmp_path):
+    """4 harms and 0 rescues on 143 tasks: the context interval excludes 0 but the exact test (p = 0.125) does not, so 'no clear difference'."""
+    main, arms = [], []
+    for t in range(143):
+        y_neg = t < 4  # only these pass without skills, and fail with any tool result
+        main += _main(f"t{t}", False, y_neg, ["a"])
+        arms.append(_arm(f"t{t}", "random", False, shown=["x"]))
+    path = _write(tmp_path / "r.jsonl", main + arms)
+    res = CliRunner().invoke(cli, ["metrics", path, "--json", "--bootstrap", "2000"])
+    assert res.exit_code == 0, res.output
+    g = json.loads(res.stdout)["groups"][-1]
+    rnd = g["arms"]["random"]
+    assert rnd["context_ci"][1] < 0 and rnd["context_p"] == pytest.approx(0.125)
+    assert rnd["content_ci"] == [0.0, 0.0]
+    assert g["injection_text"].startswith("no clear difference from random content (random arm: content "
+                                          "effect +0.0 pp [+0.0, +0.0] p = 1.000, context effect -2.8 pp")
+    assert "p = 0.125, 143 tasks)" in g["injection_text"]
+
+
 def _mask_world(seed=0, n=150, masks=4):
     """H and N are always retrieved together (aliases for the regression); withholding H helps."""
     rng = np.random.default_rng(seed)
