@@ -583,11 +583,13 @@ def _combine(per_model: dict[str, dict[str, Recommendation]],
         for action, ms in by_action.items():
             first = have[ms[0]]
             reason = first.reason
-            if len(ms) < len(models) and action not in ("unused",):
+            if len({have[m].reason for m in ms}) > 1:  # each model's own evidence, never one for all
+                reason = "; ".join(f"on {m}: {have[m].reason}" for m in ms)
+            elif len(ms) < len(models) and action not in ("unused",):
                 reason = f"on {', '.join(ms)}: {reason}"
-                if action == "prune":
-                    reason += (f"; not for {', '.join(m for m in models if m not in ms)} "
-                               "(a per-model gate, not a library-wide prune)")
+            if len(ms) < len(models) and action == "prune":
+                reason += (f"; not for {', '.join(m for m in models if m not in ms)} "
+                           "(a per-model gate, not a library-wide prune)")
             ev = {**first.evidence, "per_model": per}
             out.append(Recommendation(skill_id=sid, action=action, reason=reason, evidence=ev,
                                       models=tuple(ms)))

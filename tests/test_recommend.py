@@ -263,3 +263,22 @@ def test_needs_data_counts_tasks_with_the_design_effect():
     assert ev["design_effect"] > 1.2
     assert f"about {ev['more_tasks_needed']} more retrieving task" in r.reason
     assert "tasks (" in r.reason and "pairs)" in r.reason  # "N tasks (M pairs)"
+
+
+def test_one_action_on_two_models_keeps_each_models_own_reason():
+    """A merge recommended on two models for different evidence names each model's reason, and the report row of each model shows its own."""
+    from skillaudit.recommend import Recommendation, _combine
+    from skillaudit.report.view import skill_rows
+
+    per_model = {
+        "big": {"s": Recommendation(skill_id="s", action="merge", reason="from 36 re-runs: merge", evidence={"model": "big"})},
+        "small": {"s": Recommendation(skill_id="s", action="merge", reason="no re-runs: merge", evidence={"model": "small"})},
+    }
+    (rec,) = _combine(per_model, {"big": {}, "small": {}})
+    assert rec.models == ("big", "small")
+    assert rec.reason == "on big: from 36 re-runs: merge; on small: no re-runs: merge"
+    doc = {"recommendations": {"recommendations": [rec.to_dict()]},
+           "skills": {"skills": [{"skill_id": "s", "model": "big"}, {"skill_id": "s", "model": "small"}]}}
+    assert [r["reason"] for r in skill_rows(doc)] == ["from 36 re-runs: merge", "no re-runs: merge"]
+    same = {m: {"s": Recommendation(skill_id="s", action="merge", reason="same", evidence={})} for m in ("a", "b")}
+    assert _combine(same, {"a": {}, "b": {}})[0].reason == "same"

@@ -76,10 +76,13 @@ def skill_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for r in doc["skills"]["skills"]:
         rec = recs.get((r.get("model"), r["skill_id"])) or recs.get((None, r["skill_id"]), {})
+        # a recommendation shared by several models carries each model's own evidence: the row of
+        # model m shows m's reason, never another model's (its re-runs, its intervals)
+        own = ((rec.get("evidence") or {}).get("per_model") or {}).get(r.get("model")) or {}
         out.append({
             **r,
-            "action": rec.get("action", ""),
-            "reason": rec.get("reason", ""),
+            "action": own.get("action", rec.get("action", "")),
+            "reason": own.get("reason", rec.get("reason", "")),
             "description": desc.get(r["skill_id"], ""),
             "cluster": cluster_of.get(r["skill_id"]),
             "in_harmful_cluster": r["skill_id"] in harmful_cluster,
