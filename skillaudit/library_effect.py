@@ -382,13 +382,21 @@ def _p(p: float | None) -> str:
 
 def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, het_p: float | None,
               rec: str | None, n_tasks: int, n_pairs: int, reportable: bool, min_cond: int,
-              has_interval: bool) -> str:
+              has_interval: bool, unconfirmed: tuple[int, int, float] | None = None) -> str:
+    """The verdict in words; `unconfirmed` = (rescues, harms, flip_p) when the interval of the mean
+    excludes 0 but the exact test of the flips does not."""
     counts = (f"{n_tasks:,} tasks" if n_tasks == n_pairs else f"{n_tasks:,} tasks ({n_pairs:,} pairs)") \
         + " that retrieved skills"
     if not reportable:
         return f"too few retrieving pairs to judge the library ({counts}; need {min_cond})"
     if not has_interval:
         return f"no library verdict without resamples (--bootstrap 0); {counts}"
+    if verdict == "none" and unconfirmed is not None:
+        b, c, flip_p = unconfirmed
+        what = "harm" if ci[1] < 0 else "benefit"
+        return (f"Too few flips to place the library's {what} ({_pp(mean)} per injected skill; "
+                f"{b} rescue{'s' * (b != 1)} vs {c} harm{'s' * (c != 1)} on {n_tasks:,} tasks that "
+                f"retrieved skills, exact task-level test p = {flip_p:.3f}): no library verdict")
     ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
     mean_txt = f"{_pp(mean)} per injected skill{ci_txt}"
     if verdict == "none" and direction is not None and het_p is None:
@@ -528,14 +536,9 @@ def library_effect(
         if slope is not None:
             slope, slope_ci = depth_slope(np.diff(X.indptr), y, units, strata, reg.n_boot, seed, level)
         rec = "reduce-depth" if (slope_ci is not None and slope_ci[1] < 0) else "gate-retrieval"
+    flips = (int((y > 0).sum()), int((y < 0).sum()), flip_p) if unconfirmed and flip_p is not None else None
     text = _sentence(verdict, direction, mean, mean_ci, het_p, rec, n_tasks, n_pairs, reportable,
-                     min_cond, has_interval)
-    if unconfirmed and verdict == "none" and reportable and has_interval:
-        b, c = int((y > 0).sum()), int((y < 0).sum())
-        what = "harm" if mean_ci[1] < 0 else "benefit"  # type: ignore[index]
-        text = (f"Too few flips to place the library's {what} ({_pp(mean)} per injected skill; "
-                f"{b} rescue{'s' * (b != 1)} vs {c} harm{'s' * (c != 1)} on {n_tasks:,} tasks that "
-                f"retrieved skills, exact task-level test p = {flip_p:.3f}): no library verdict")
+                     min_cond, has_interval, flips)
     eff = LibraryEffect(
         model=model, benchmark=benchmark, verdict=verdict, direction=direction, mean_effect=mean,
         mean_effect_ci=mean_ci, heterogeneity_p=het_p, heterogeneity_stat=t_obs, flip_p=flip_p,
