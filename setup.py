@@ -1,9 +1,14 @@
-"""Build the optional C column scanner (skillaudit/_scan.c); the metadata lives in pyproject.toml.
+"""Build the optional C extensions: the run-log column scanner (skillaudit/_scan.c) and the
+permutation test's inner loop (skillaudit/_perm.c); the metadata lives in pyproject.toml.
 
 `optional=True`: without a C compiler the install still succeeds and run logs are read with
-msgspec alone (slower, same results).
+msgspec alone and the permutation test with numpy (slower, same results).
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("skillaudit._scan", ["skillaudit/_scan.c"], optional=True)])
+setup(ext_modules=[
+    Extension("skillaudit._scan", ["skillaudit/_scan.c"], optional=True),
+    # no FMA contraction: its sums must be numpy's, bit for bit (library_effect.heterogeneity_tests)
+    Extension("skillaudit._perm", ["skillaudit/_perm.c"], optional=True, extra_compile_args=["-ffp-contract=off"]),
+])

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from . import __version__
-from ._io import jsonable
+from ._io import dumps_json
 from .errors import InputError, SkillauditError
 
 
@@ -113,9 +113,7 @@ def echo(message: Any = "", err: bool = False, nl: bool = True) -> None:
 
 def emit_json(doc: dict[str, Any]) -> None:
     """Print one JSON document (NaN becomes null) on stdout."""
-    import orjson  # ten times json.dumps on a 2,000-skill ranking
-
-    click.echo(orjson.dumps(jsonable(doc), option=orjson.OPT_INDENT_2).decode())
+    click.echo(dumps_json(doc).decode())  # orjson: ten times json.dumps on a 2,000-skill ranking
 
 
 def warn(message: str) -> None:

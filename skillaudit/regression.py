@@ -165,7 +165,8 @@ class SkillEffectRegression:
             if self.n_boot > 0 and wide and factor is not None:
                 # too wide for resampling: cluster-robust (task-level) sandwich interval instead
                 with one_blas_thread():
-                    ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, self.level, factor=factor)
+                    ci_g, p_g, self.group_cov_ = _sandwich(Z, y, groups, coef_g, self.level, factor=factor,
+                                                           gram=zgram, alpha=self.alpha)
                 boot_g = np.full((0, g), np.nan)
                 self.interval_method_ = "sandwich"
             elif self.n_boot > 0 and wide and coef_cg is not None:
@@ -637,9 +638,12 @@ def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndar
 
     cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u. With the
     Cholesky `factor` of A, its diagonal (the per-skill intervals) comes from A^-1 (`_cho_inverse`)
-    and the sparse scores (`_diag_of_sandwich`). Without it (lean fits: `gram` = Z'Z), only the
-    operator is returned, its solves by conjugate gradients, and the intervals are NaN. The
-    returned operator gives V w for contrasts (library means, relative effects).
+    and the sparse scores (`_diag_of_sandwich`). Without it (lean fits), only the operator is
+    returned and the intervals are NaN. The returned operator gives V w for contrasts (library
+    means, merge differences); with `gram` (= Z'Z) its solves are conjugate gradients on it, so
+    it holds sparse matrices only: the 32 MB dense A^-1 of a 2,000-skill library is dropped
+    once the diagonal is read, instead of being carried (and, with -j, pickled to the parent
+    process: ~0.15 s per model) for the few contrasts asked of it later.
     """
     import scipy.sparse as sp
     from scipy import special
@@ -658,12 +662,14 @@ def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndar
         return np.column_stack([nan, nan]), nan.copy(), SandwichCov(_CgSolve(gram, alpha), scores, scale, None)
     a_inv = _cho_inverse(factor)
     var = np.maximum(_diag_of_sandwich(scores, a_inv) * scale, 0.0)
+    solve = _CgSolve(gram, alpha) if gram is not None else _DenseSolve(a_inv)
+    del a_inv
     se = np.sqrt(var)
     z = special.ndtri(0.5 + level / 2)
     ci = np.column_stack([coef - z * se, coef + z * se])
     with np.errstate(divide="ignore", invalid="ignore"):
         pv = np.where(se > 0, 2 * special.ndtr(-np.abs(coef) / se), 1.0)
-    return ci, pv, SandwichCov(_DenseSolve(a_inv), scores, scale, var)
+    return ci, pv, SandwichCov(solve, scores, scale, var)
 
 
 def _percentile(samples: np.ndarray, level: float) -> np.ndarray:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import orjson
 import pytest
 
+from skillaudit import library_effect as library_effect_module
 from skillaudit import regression as regression_module
 from skillaudit._csr import Csr
 from skillaudit.attribution import attribute
@@ -376,3 +379,69 @@ def test_a_subset_left_undecided_after_the_population_stopped_stays_exact():
         p.append(cell[1])
     assert stopped >= 180 and alone >= 10
     assert (np.array(p) <= 0.05).mean() <= 0.07
+
+
+# ---------------------------------------------------------------- the C permutation loop (_perm)
+needs_kernel = pytest.mark.skipif(library_effect_module._perm is None, reason="skillaudit._perm was not built")
+
+
+@needs_kernel
+def test_the_c_shuffle_draws_what_numpy_permuted_draws():
+    """_perm.shuffle leaves the array and the generator as numpy's Generator.permuted does, block by block, over 40 random layouts."""
+    from skillaudit import _perm
+
+    for seed in range(40):
+        g = np.random.default_rng(seed)
+        n, b = int(g.integers(1, 500)), int(g.integers(1, 40))
+        cuts = np.unique(np.concatenate([[0, n], g.integers(0, n + 1, size=int(g.integers(0, 25)))]))
+        blocks = [(int(s), int(e)) for s, e in itertools.pairwise(cuts.tolist()) if e - s > 1]
+        start = np.broadcast_to(g.permutation(n).astype(np.int32), (b, n)).copy()
+        ref_rng, c_rng = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
+        ref = start.copy()
+        for s, e in blocks:
+            ref[:, s:e] = ref_rng.permuted(ref[:, s:e], axis=1)
+        got = start.copy()
+        bounds = np.array(blocks, dtype=np.int32).reshape(-1, 2)
+        _perm.shuffle(c_rng.bit_generator.capsule, got, bounds[:, 0].copy(), bounds[:, 1].copy())
+        assert np.array_equal(got, ref)
+        assert c_rng.integers(2**62) == ref_rng.integers(2**62)  # the same draws were used up
+
+
+@needs_kernel
+def test_the_c_loop_gives_the_numpy_tests_numbers_bit_for_bit():
+    """With and without the C loop, the test of a population and of its strata has the same statistic, p and number of permutations, exactly (sequential stopping on and off)."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    for seed in range(6):
+        args, sub = _split_world(seed)
+        for decide in (None, 0.05):
+            c = heterogeneity_tests(*args[:5], [sub], n_perm=999, seed=seed, baseline=args[5], decide_at=decide)
+            ref = heterogeneity_tests(*args[:5], [sub], n_perm=999, seed=seed, baseline=args[5],
+                                      decide_at=decide, use_kernel=False)
+            assert c == ref
+        (Z, y, units, strata, tested, base), two = _two_strata(seed, n_tasks=200, harm={"s2": 0.2})
+        c = heterogeneity_tests(Z, y, units, strata, tested, [two], n_perm=499, seed=seed, baseline=base)
+        assert c == heterogeneity_tests(Z, y, units, strata, tested, [two], n_perm=499, seed=seed,
+                                        baseline=base, use_kernel=False)
+
+
+@needs_kernel
+def test_the_c_loop_refuses_indices_out_of_range():
+    """_perm.stats and _perm.shuffle check every index they will read: out of range is a ValueError, not a read past the array."""
+    from skillaudit import _perm
+
+    shuffled = np.zeros((2, 3), dtype=np.int32)
+    rs, ps, r_at = np.array([0, 1], np.int32), np.array([0, 0], np.int32), np.zeros(3)
+    design = (np.array([0, 2], np.int32), np.array([0, 1], np.int32), np.ones(2), np.ones(1), 0, np.empty(4))
+    _perm.stats(shuffled, rs, ps, 1, r_at, [design])  # in range: fine
+    with pytest.raises(ValueError, match="design row out of range"):
+        _perm.stats(shuffled, rs, ps, 1, r_at, [(*design[:4], 1, design[5])])
+    with pytest.raises(ValueError, match="shuffled out of range"):
+        _perm.stats(np.full((2, 3), 3, np.int32), rs, ps, 1, r_at, [design])
+    with pytest.raises(ValueError, match="rs or ps out of range"):
+        _perm.stats(shuffled, np.array([0, 3], np.int32), ps, 1, r_at, [design])
+    with pytest.raises(TypeError, match="rs: expected a contiguous int32 array"):
+        _perm.stats(shuffled, rs.astype(np.int64), ps, 1, r_at, [design])
+    with pytest.raises(ValueError, match="block out of range"):
+        _perm.shuffle(np.random.default_rng(0).bit_generator.capsule, shuffled, np.array([0], np.int32),
+                      np.array([4], np.int32))
