@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
+from .runs import _HASH_NEEDLE as _NEEDLE
 from .runs import _open
 
-_NEEDLE = b'"hash"'
 _BLOCK = 1 << 22
 _ENABLED = {"enabled", "on", "skills_on"}
 

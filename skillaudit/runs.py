@@ -72,6 +72,9 @@ class PairedRuns:
     n_error_pairs: int = 0
     sources: tuple[str, ...] = field(default=())
     n_arm_records: int = 0  # counterfactual arm records set aside (read them with skillaudit.arms)
+    # False: no line the loader read holds the bytes "hash", so no record logs a skill's content
+    # hash and the provenance pass (skillaudit.provenance.seen_hashes) has nothing to find
+    skill_hashes: bool = True
 
     @property
     def n_pairs(self) -> int:
@@ -122,6 +125,7 @@ class PairedRuns:
             retrieval=hits, retrieval_scores=self.retrieval_scores[pos],
             n_unpaired=self.n_unpaired, unpaired_examples=self.unpaired_examples,
             n_error_pairs=self.n_error_pairs, sources=self.sources, n_arm_records=self.n_arm_records,
+            skill_hashes=self.skill_hashes,
         )
 
     def select(self, model: str | None = None, benchmark: str | None = None) -> PairedRuns:
@@ -406,6 +410,7 @@ class _State:
         self.ret: dict[str, list[np.ndarray]] = {k: [] for k in _RET_DTYPES}
         self.n = 0  # records so far
         self.n_arm = 0  # arm records set aside (DESIGN §3.1b)
+        self.saw_hash = False  # some block held provenance's needle (the bytes '"hash"')
         self.names: dict[int, str] = {}
         self.tables = _scan.tables() if _scan is not None else None  # the C scanner's id caches
 
@@ -716,12 +721,18 @@ def _blocks(fh: IO[bytes], seekable: bool, left: int, bom: bool = False) -> Iter
         yield b"".join(pending)
 
 
+#: the bytes every line logging a skill's content hash holds (skillaudit.provenance reads those lines)
+_HASH_NEEDLE = b'"hash"'
+
+
 def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) -> int:
     """Records of a block of whole lines that starts at line `lineno`; returns its number of lines.
 
     The C scanner reads the plain shape of record; a block with anything else goes through
     msgspec, then the exact path (which reports errors).
     """
+    if not st.saw_hash:  # a memoryview's whole buffer: a superset of the block, never a miss
+        st.saw_hash = _HASH_NEEDLE in (blob.obj if isinstance(blob, memoryview) else blob)
     if st.tables is not None:
         cols = _scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables)
         if cols is not None:
@@ -810,7 +821,8 @@ def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {k: list(v) for k, v in st.chunks.items()}
     out.update({f"r_{k}": list(v) for k, v in st.ret.items()})
     out.update(models=st.models.vocab(), benchmarks=st.benches.vocab(), tasks=st.tasks.vocab(),
-               skills=st.skills.vocab(), names=dict(st.names), error=error, n=st.n, n_arm=st.n_arm)
+               skills=st.skills.vocab(), names=dict(st.names), error=error, n=st.n, n_arm=st.n_arm,
+               hash=st.saw_hash)
     return out
 
 
@@ -841,6 +853,7 @@ def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
         merged.update({f"r_{k}": joined(p[f"r_{k}"], dt) for k, dt in _RET_DTYPES.items()})
         merged.update({k: p[k] for k in ("models", "benchmarks", "tasks", "skills", "names", "error")})
         merged["n_arm"] = p.get("n_arm", 0)
+        merged["hash"] = p.get("hash", True)
         return merged
     vocabs = {k: _Interner() for k in ("models", "benchmarks", "tasks", "skills")}
     out: dict[str, list[np.ndarray]] = {k: [] for k in (*_REC_DTYPES, *(f"r_{k}" for k in _RET_DTYPES))}
@@ -864,7 +877,8 @@ def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {k: joined(out[k], _REC_DTYPES[k]) for k in _REC_DTYPES}
     merged.update({f"r_{k}": joined(out[f"r_{k}"], dt) for k, dt in _RET_DTYPES.items()})
     merged.update({k: v.vocab() for k, v in vocabs.items()})
-    merged.update(names=names, error=None, n_arm=sum(p.get("n_arm", 0) for p in parts))
+    merged.update(names=names, error=None, n_arm=sum(p.get("n_arm", 0) for p in parts),
+                  hash=any(p.get("hash", True) for p in parts))
     return merged
 
 
@@ -964,6 +978,7 @@ def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "seen": seen, "y_pos": y_pos, "y_neg": y_neg, "invoked": invoked, "adh": adh,
         "src": src, "line": line, "rows": slot[r["r_rec"]].astype(np.int32), "cols": r["r_col"],
         "rk": r["r_rk"], "sc": r["r_sc"], "names": r["names"], "n_arm": r.get("n_arm", 0),
+        "hash": r.get("hash", True),
     }
 
 
@@ -1012,7 +1027,7 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
         retrieval=hits, retrieval_scores=p["sc"][order],
         n_unpaired=int(unpaired.size), unpaired_examples=tuple(examples),
         n_error_pairs=int((both & errored).sum()), sources=tuple(names[i] for i in sorted(names)),
-        n_arm_records=int(p.get("n_arm", 0)),
+        n_arm_records=int(p.get("n_arm", 0)), skill_hashes=bool(p.get("hash", True)),
     )
 
 

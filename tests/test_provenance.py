@@ -133,3 +133,32 @@ def test_importers_keep_the_hash_of_a_retrieved_skill():
 
     assert skills_from_json([{"id": "a", "score": 2, "hash": "0123456789abcdef"}, "b"]) == [
         {"id": "a", "score": 2.0, "hash": "0123456789abcdef"}, {"id": "b"}]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_loader_tells_whether_any_line_can_hold_a_hash(library, write_jsonl, tmp_path, monkeypatch, jobs):
+    """load_runs sets skill_hashes only when some line holds the bytes "hash": in a later block, in the second file, with parsing workers too; without it the provenance pass is skipped."""
+    from skillaudit import runs as runs_module
+    from skillaudit.runs import load_runs
+
+    monkeypatch.setattr(runs_module, "_BLOCK", 256)  # many blocks per file
+    monkeypatch.setattr(runs_module, "_MIN_UNIT", 1)  # workers even for small files
+    plain = str(write_jsonl(_records({})))
+    assert not load_runs([plain], jobs=jobs).skill_hashes
+    recs = [{**r, "task_id": "b" + r["task_id"]} for r in _records({})]  # other tasks than `plain`'s
+    recs[-2]["retrievals"][0]["skills"][0]["hash"] = "abc123"  # the last enabled record only
+    second = tmp_path / "second.jsonl"
+    second.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    both = load_runs([plain, str(second)], jobs=jobs)
+    assert both.skill_hashes and both.select(model=both.models[0]).skill_hashes
+    with gzip.open(tmp_path / "z.jsonl.gz", "wt") as fh:
+        fh.write(second.read_text())
+    assert load_runs([plain, str(tmp_path / "z.jsonl.gz")], jobs=jobs).skill_hashes
+
+
+def test_an_edited_skill_in_the_second_log_still_warns(library, edited_log, write_jsonl):
+    """rank over a log without hashes followed by one with them warns about the edited skill (the loader's flag covers every file)."""
+    plain = str(write_jsonl([{**r, "task_id": "b" + r["task_id"]} for r in _records({})], "plain.jsonl"))
+    res = CliRunner().invoke(cli, ["rank", plain, edited_log, "--skills", str(library), "--json", "--bootstrap", "0"])
+    assert res.exit_code == 0, res.output
+    assert WARN_FIXED in res.stderr.splitlines()
