@@ -34,7 +34,7 @@ import orjson
 from ._csr import Csr
 from .errors import InputError, RunLogError
 from .runs import PairedRuns, _open
-from .stats import bh_qvalues, bootstrap_totals, paired_test, percentile_ci, unit_sums
+from .stats import bh_qvalues, bootstrap_totals, p_text, paired_test, percentile_ci, unit_sums
 
 #: arms that vary the enabled run's tool result, and the one that repeats the disabled run
 ENABLED_ARMS = ("random", "filler", "empty", "corrupted", "mask", "pruned")
@@ -328,7 +328,7 @@ def arm_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed:
 
 
 def _p_of(p: float | None) -> str:
-    return "" if p is None else " p < 0.001" if p < 0.001 else f" p = {p:.3f}"
+    return "" if p is None else " " + p_text(p)
 
 
 def injection_verdict(effects: dict[str, ArmEffect], alpha: float = 0.05) -> str | None:

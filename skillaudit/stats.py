@@ -79,6 +79,11 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return (float(max(0.0, centre - half)), float(min(1.0, centre + half)))
 
 
+def p_text(p: float) -> str:
+    """A p-value as verdict sentences and the report write it: "p < 0.001" or "p = 0.042"."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
 def bh_qvalues(p: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (q-values); NaN inputs stay NaN and are not counted."""
     p = np.asarray(p, dtype=float)

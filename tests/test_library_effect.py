@@ -445,3 +445,13 @@ def test_the_c_loop_refuses_indices_out_of_range():
     with pytest.raises(ValueError, match="block out of range"):
         _perm.shuffle(np.random.default_rng(0).bit_generator.capsule, shuffled, np.array([0], np.int32),
                       np.array([4], np.int32))
+
+
+def test_without_the_c_loop_the_numpy_path_runs(monkeypatch):
+    """With skillaudit._perm missing (no C compiler at install), the test runs in numpy and gives the numbers the C loop gives."""
+    from skillaudit.library_effect import heterogeneity_tests
+
+    args, sub = _split_world(3)
+    with_c = heterogeneity_tests(*args[:5], [sub], n_perm=499, seed=3, baseline=args[5], decide_at=0.05)
+    monkeypatch.setattr(library_effect_module, "_perm", None)
+    assert heterogeneity_tests(*args[:5], [sub], n_perm=499, seed=3, baseline=args[5], decide_at=0.05) == with_c

@@ -261,3 +261,11 @@ def test_design_effect_is_one_for_independent_epochs_and_the_epoch_count_for_ide
     repeated = np.repeat(rng.choice([-1, 0, 1], size=2000), 4)
     assert design_effect(units, repeated) == pytest.approx(4.0)
     assert design_effect(np.arange(10), rng.choice([-1, 1], size=10)) == 1.0
+
+
+def test_p_text_writes_three_decimals_or_below_a_thousandth():
+    """p_text gives "p < 0.001" below a thousandth and three decimals otherwise (0.0495 rounds to 0.050 and 1 stays 1.000)."""
+    from skillaudit.stats import p_text
+
+    assert [p_text(x) for x in (0.0, 0.00099, 0.001, 0.0495, 0.125, 1.0)] == [
+        "p < 0.001", "p < 0.001", "p = 0.001", "p = 0.050", "p = 0.125", "p = 1.000"]

@@ -27,6 +27,7 @@ import numpy as np
 from .. import __version__
 from .._io import jsonable
 from ..errors import InputError
+from ..stats import p_text
 
 AUDIT_SCHEMA = "skillaudit.audit/v1"
 SECTIONS = ("metrics", "skills", "clusters", "recommendations", "graph", "inputs")
@@ -193,9 +194,7 @@ def _pp(x: float | None) -> str:
 
 
 def _p(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+    return "–" if p is None else p_text(p)
 
 
 def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
