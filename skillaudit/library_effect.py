@@ -44,7 +44,7 @@ try:  # the permutation loop in C (setup.py builds it; optional): same numbers, 
     from . import _perm
 except ImportError:  # pragma: no cover - no C compiler at install time
     _perm = None  # type: ignore[assignment]
-from .stats import bh_qvalues, bootstrap_totals, paired_test, percentile_ci, unit_sums
+from .stats import bh_qvalues, bootstrap_totals, p_text, paired_test, percentile_ci, unit_sums
 
 VERDICTS = ("library-wide", "skill-specific", "none")
 HETEROGENEITY_ALPHA = 0.05
@@ -271,22 +271,20 @@ def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.nda
         nxt = next((c for c in stops if c > start), b_total)
         b = min(chunk, nxt - start)
         shuffled = np.broadcast_to(placed, (b, n_units)).copy()
+        # task placed[i] takes the outcomes of task shuffled[i]: row (task t, position j) gets the
+        # residual of row (shuffled[slot[t]], j)
         if use_c:  # rng.permuted's own draws in C (a Python call per block was a third of the test)
             bounds = np.array(cur_runs, dtype=np.int32).reshape(-1, 2)
             with rng.bit_generator.lock:
                 _perm.shuffle(rng.bit_generator.capsule, shuffled, np.ascontiguousarray(bounds[:, 0]),
                               np.ascontiguousarray(bounds[:, 1]))
-        else:
-            for s, e in cur_runs:
-                shuffled[:, s:e] = rng.permuted(shuffled[:, s:e], axis=1)
-        # task placed[i] takes the outcomes of task shuffled[i]: row (task t, position j) gets the
-        # residual of row (shuffled[slot[t]], j)
-        if use_c:
             outs = {i: np.empty((2, b)) for i in active}
             _perm.stats(shuffled, rs, ps, width, r_at, [designs[i][1].for_kernel(where[i], outs[i]) for i in active])
             for i in active:
                 perm[i][:, start:start + b] = outs[i]
         else:
+            for s, e in cur_runs:
+                shuffled[:, s:e] = rng.permuted(shuffled[:, s:e], axis=1)
             src = shuffled[:, rs]
             src *= width
             src += ps
@@ -441,7 +439,7 @@ def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, 
         what = "harm" if ci[1] < 0 else "benefit"
         return (f"Too few flips to place the library's {what} ({_pp(mean)} per injected skill; "
                 f"{b} rescue{'s' * (b != 1)} vs {c} harm{'s' * (c != 1)} on {n_tasks:,} tasks that "
-                f"retrieved skills, exact task-level test p = {flip_p:.3f}): no library verdict")
+                f"retrieved skills, exact task-level test {p_text(flip_p)}): no library verdict")
     ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
     mean_txt = f"{_pp(mean)} per injected skill{ci_txt}"
     if verdict == "none" and direction is not None and het_p is None:

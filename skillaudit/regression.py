@@ -529,8 +529,9 @@ class SandwichCov:
     """The task-clustered sandwich covariance V = A^-1 (sum_u s_u s_u') A^-1 of a ridge fit, as an
     operator: `diag()` and `times(w)` (V w) without forming the g x g matrix.
 
-    `solve(v)` is A^-1 v (from the dense inverse, or conjugate gradients on the sparse Gram
-    matrix); `var` the diagonal, None when it was not computed (lean fits: `diag()` raises).
+    `solve(v)` is A^-1 v (conjugate gradients on the sparse Gram matrix: the operator holds no
+    dense g x g array); `var` the diagonal, None when it was not computed (lean fits: `diag()`
+    raises).
     """
 
     def __init__(self, solve: Any, scores: sp.csr_matrix, scale: float, var: np.ndarray | None) -> None:
@@ -545,16 +546,6 @@ class SandwichCov:
         a_w = self._solve(np.asarray(w, dtype=np.float64).ravel())
         meat_w = self._scores.T @ (self._scores @ a_w)
         return self._scale * self._solve(np.asarray(meat_w, dtype=np.float64).ravel())
-
-
-class _DenseSolve:
-    """v -> A^-1 v from the dense inverse (a class, not a closure: results cross processes)."""
-
-    def __init__(self, a_inv: np.ndarray) -> None:
-        self.a_inv = a_inv
-
-    def __call__(self, v: np.ndarray) -> np.ndarray:
-        return self.a_inv @ v
 
 
 class _CgSolve:
@@ -632,18 +623,18 @@ def _diag_of_sandwich(scores: sp.csr_matrix, a_inv: np.ndarray) -> np.ndarray:
 
 
 def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndarray, level: float, *,
-              factor: tuple[np.ndarray, bool] | None = None, gram: Csr | None = None,
-              alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray, SandwichCov]:
+              gram: Csr, alpha: float, factor: tuple[np.ndarray, bool] | None = None,
+              ) -> tuple[np.ndarray, np.ndarray, SandwichCov]:
     """Normal intervals and p-values from the task-clustered sandwich covariance of the ridge fit.
 
     cov = A^-1 (sum_u s_u s_u') A^-1 with A = Z'Z + alpha I and s_u the score of task u. With the
     Cholesky `factor` of A, its diagonal (the per-skill intervals) comes from A^-1 (`_cho_inverse`)
     and the sparse scores (`_diag_of_sandwich`). Without it (lean fits), only the operator is
     returned and the intervals are NaN. The returned operator gives V w for contrasts (library
-    means, merge differences); with `gram` (= Z'Z) its solves are conjugate gradients on it, so
-    it holds sparse matrices only: the 32 MB dense A^-1 of a 2,000-skill library is dropped
-    once the diagonal is read, instead of being carried (and, with -j, pickled to the parent
-    process: ~0.15 s per model) for the few contrasts asked of it later.
+    means, merge differences); its solves are conjugate gradients on `gram` (= Z'Z), so it holds
+    sparse matrices only: the 32 MB dense A^-1 of a 2,000-skill library is dropped once the
+    diagonal is read, instead of being carried (and, with -j, pickled to the parent process:
+    ~0.15 s per model) for the few contrasts asked of it later.
     """
     import scipy.sparse as sp
     from scipy import special
@@ -656,14 +647,11 @@ def _sandwich(Z: sp.csr_matrix, y: np.ndarray, groups: np.ndarray, coef: np.ndar
     agg = sp.csr_matrix((np.ones(n), (unit, np.arange(n))), shape=(n_units, n))
     scores = (agg @ Z.multiply(resid[:, None]).tocsr()).tocsr()
     scale = n_units / max(n_units - 1, 1)
+    solve = _CgSolve(gram, alpha)
     if factor is None:
-        assert gram is not None
         nan = np.full(g, np.nan)
-        return np.column_stack([nan, nan]), nan.copy(), SandwichCov(_CgSolve(gram, alpha), scores, scale, None)
-    a_inv = _cho_inverse(factor)
-    var = np.maximum(_diag_of_sandwich(scores, a_inv) * scale, 0.0)
-    solve = _CgSolve(gram, alpha) if gram is not None else _DenseSolve(a_inv)
-    del a_inv
+        return np.column_stack([nan, nan]), nan.copy(), SandwichCov(solve, scores, scale, None)
+    var = np.maximum(_diag_of_sandwich(scores, _cho_inverse(factor)) * scale, 0.0)
     se = np.sqrt(var)
     z = special.ndtri(0.5 + level / 2)
     ci = np.column_stack([coef - z * se, coef + z * se])
