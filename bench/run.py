@@ -121,6 +121,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--skills", type=int, default=2000)
     ap.add_argument("--pandas-at", type=int, default=200_000, help="size of the pandas comparison (0 = none)")
+    ap.add_argument("--reference", choices=("pandas", "verdict"), default="pandas",
+                    help="pandas: per-skill counts (bench/pandas_reference.py); verdict: counts, exact McNemar, "
+                         "BH and a sparse ridge with pandas/scipy/statsmodels/scikit-learn (bench/verdict_reference.py)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each step N times and report the run with the median wall time "
@@ -137,6 +140,7 @@ def main() -> int:
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     patterns = [x for x in args.patterns.split(",") if x]
+    ref_script = "pandas_reference.py" if args.reference == "pandas" else "verdict_reference.py"
     rank_label = "rank" if args.rank_bootstrap is None else f"rank --bootstrap {args.rank_bootstrap}"
     boot_args = [] if args.rank_bootstrap is None else ["--bootstrap", str(args.rank_bootstrap)]
     comparisons: list[tuple[str, dict, dict, list[float], bool]] = []
@@ -172,12 +176,12 @@ def main() -> int:
                 record(n, f"metrics --jobs {args.jobs}",
                        repeated(args.repeat, [*CLI, "metrics", *files, "--json", "--jobs", str(args.jobs)], args.timeout))
         rank_cmd = [*CLI, "rank", *files, "--skills", lib, "--json", *boot_args]
-        pandas_cmd = [PY, str(HERE / "pandas_reference.py"), *files, "--json"]
+        pandas_cmd = [PY, str(HERE / ref_script), *files, "--json"]
         if n == args.pandas_at and "rank" not in skip:
             for pattern in patterns:
                 p_files, p_lib = (files, lib) if pattern == patterns[0] else dataset(n, args.skills, pattern)
                 p_rank = [*CLI, "rank", *p_files, "--skills", p_lib, "--json", *boot_args]
-                p_pandas = [PY, str(HERE / "pandas_reference.py"), *p_files, "--json"]
+                p_pandas = [PY, str(HERE / ref_script), *p_files, "--json"]
                 # rank and pandas alternate, so a machine that slows down for a while slows both
                 res, pd_res, ratios = interleaved(args.repeat, p_rank, p_pandas, args.timeout,
                                                   str(tmp / "rank.json"), str(tmp / "pandas.json"))

@@ -1,0 +1,89 @@
+"""Per-skill verdict statistics the way a pandas + scipy + statsmodels + scikit-learn user would compute them.
+
+    python bench/verdict_reference.py RUNS... [--json]
+
+The reference point for default `skillaudit rank` (issue 30): per model, read_json(lines=True), pair
+enabled with disabled records on (model, benchmark, task_id, epoch) with a merge, explode each pair's
+deduplicated retrieved skills and group by skill for the counts (n, b, c); the exact McNemar test per
+skill (scipy.stats.binom), Benjamini-Hochberg q-values (statsmodels.stats.multitest.multipletests),
+and a sparse ridge regression of the flips on the pair x skill matrix (scikit-learn Ridge over a
+scipy.sparse CSR matrix). It computes less than `rank` (no task-clustered intervals, no library
+verdict, no stratification on the disabled outcome), so the ratio is a floor for the work rank does.
+Prints a summary, or with --json the pooled {skill_id: [n_retrieved, b, c]} that bench/run.py checks
+against rank's counts, as for bench/pandas_reference.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pandas as pd
+from pandas_reference import KEYS, retrieved_ids
+from scipy import sparse, stats
+from sklearn.linear_model import Ridge
+from statsmodels.stats.multitest import multipletests
+
+
+def load_pairs(paths: list[str]) -> pd.DataFrame:
+    df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True)
+    for col, default in (("model", "default"), ("benchmark", "default"), ("epoch", 1)):
+        df[col] = df[col].fillna(default) if col in df else default
+    for col in ("retrievals", "retrieved", "error"):
+        if col not in df:
+            df[col] = None
+    df["condition"] = df["condition"].map({"enabled": 1, "on": 1, "skills_on": 1,
+                                           "disabled": 0, "off": 0, "skills_off": 0})
+    df["correct"] = df["correct"].astype(bool)
+    df["is_error"] = df["error"].notna()
+    on, off = df[df["condition"] == 1], df[df["condition"] == 0]
+    pairs = on[[*KEYS, "correct", "retrievals", "retrieved", "is_error"]].merge(
+        off[[*KEYS, "correct", "is_error"]], on=KEYS, suffixes=("_pos", "_neg"))
+    pairs = pairs[~(pairs["is_error_pos"] | pairs["is_error_neg"])].reset_index(drop=True)
+    pairs["skill"] = [retrieved_ids(r, s) for r, s in zip(pairs["retrievals"], pairs["retrieved"], strict=True)]
+    pairs["flip"] = pairs["correct_pos"].astype(int) - pairs["correct_neg"].astype(int)
+    return pairs
+
+
+def model_verdicts(pairs: pd.DataFrame, alpha: float = 1.0) -> pd.DataFrame:
+    """One model's per-skill counts, exact McNemar p, BH q and ridge coefficient."""
+    cond = pairs[pairs["skill"].map(len) > 0].reset_index(drop=True)
+    ex = cond[["skill", "flip"]].explode("skill")
+    ex["b"], ex["c"] = ex["flip"] == 1, ex["flip"] == -1
+    counts = ex.groupby("skill").agg(n_retrieved=("b", "size"), b=("b", "sum"), c=("c", "sum"))
+    n = (counts["b"] + counts["c"]).to_numpy()
+    k = np.minimum(counts["b"], counts["c"]).to_numpy()
+    p = np.where(n > 0, np.minimum(1.0, 2 * stats.binom.cdf(k, n, 0.5)), 1.0)
+    counts["p_value"] = p
+    counts["q_value"] = multipletests(p, method="fdr_bh")[1]
+    col = pd.Categorical(ex["skill"], categories=counts.index)
+    x = sparse.csr_matrix((np.ones(len(ex)), (ex.index.to_numpy(), col.codes)),
+                          shape=(len(cond), len(counts)))
+    counts["coef"] = Ridge(alpha=alpha, fit_intercept=False).fit(x, cond["flip"].to_numpy(float)).coef_
+    return counts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    pairs = load_pairs(args.runs)
+    per_model = {m: model_verdicts(g) for m, g in pairs.groupby("model")}
+    pooled: dict[str, list[int]] = {}
+    for counts in per_model.values():
+        for skill, row in zip(counts.index, counts[["n_retrieved", "b", "c"]].to_numpy(), strict=True):
+            acc = pooled.setdefault(skill, [0, 0, 0])
+            for i, v in enumerate(row):
+                acc[i] += int(v)
+    if args.json:
+        print(json.dumps(pooled))
+    else:
+        for m, counts in per_model.items():
+            print(f"{m}: {len(counts)} skills, {(counts['q_value'] <= 0.05).sum()} with q <= 0.05")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
