@@ -470,15 +470,23 @@ def import_lm_eval_cmd(enabled: tuple[str, ...], disabled: tuple[str, ...], metr
 @import_group.command("skillsbench")
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS...")
 @click.option("--threshold", default=1.0, show_default=True, type=float, help="A reward is correct when >= this.")
+@click.option("--enabled-value", "enabled_values", multiple=True, metavar="NAME",
+              help="A condition name meaning skills on (repeatable; matched ignoring case, spaces, _ and -).")
+@click.option("--disabled-value", "disabled_values", multiple=True, metavar="NAME",
+              help="A condition name meaning skills off (repeatable).")
+@click.option("--count", type=click.Choice(["passCount", "perfectCount"]), default="passCount", show_default=True,
+              help="Registry rows: which k-of-n count is a pass.")
 @import_options
 @reports_errors
-def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, output: str, model: str | None,
+def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, enabled_values: tuple[str, ...],
+                           disabled_values: tuple[str, ...], count: str, output: str, model: str | None,
                            benchmark: str | None, as_json: bool, quiet: bool) -> None:
-    """SkillsBench-style per-trial results with with-skills / without-skills conditions."""
+    """SkillsBench results: per-trial JSON Lines, AgentBeats leaderboard files, or the results registry (k-of-n counts)."""
     from .importers.skillsbench import import_skillsbench
 
     _check_import_output(output, as_json, list(results))
-    result = import_skillsbench(results, threshold=threshold, model=model, benchmark=benchmark)
+    result = import_skillsbench(results, threshold=threshold, model=model, benchmark=benchmark,
+                                enabled_values=enabled_values, disabled_values=disabled_values, count=count)
     _finish_import(result, output, as_json, quiet)
 
 
