@@ -913,6 +913,11 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
                        f"all, vs {v['flip_rate'] * 100:.1f}% between the conditions on the same pairs.")
         if v.get("selection_text"):
             echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
+    if h.get("bundles"):
+        echo("  Which tasks' skills hurt which agents (per task bundle):")
+        for b in h["bundles"]["worst"]:
+            echo(f"    {b['text']}; {b['hurt_text']}.")
+        echo(f"  {h['bundles']['cannot_say']}")
     if h.get("action"):
         echo(f"  {h['action']}")
     echo(f"Report: {written['report']}")

@@ -103,6 +103,9 @@ class GroupMetrics:
     # flips, which no re-ordering of trials within a task can change
     oae_p_test: str = "exact McNemar"
     max_pairs_per_task: int = 1
+    # pairs whose enabled run says which skills were offered but not which were used
+    # ("use_logged": false): retrieval-conditioned figures (RAE, S_call) cannot be computed there
+    n_use_unlogged: int = 0
 
     @property
     def selection_warning(self) -> str | None:
@@ -256,6 +259,7 @@ def group_metrics(
         n_cond_tasks=n_cond_tasks,
         oae_p_test=oae_test,
         max_pairs_per_task=max_per_task,
+        n_use_unlogged=int(runs.use_unlogged.sum()),
         **arm_fields,
     )
 
