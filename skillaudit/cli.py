@@ -490,6 +490,26 @@ def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, enabled_v
     _finish_import(result, output, as_json, quiet)
 
 
+@import_group.command("harbor")
+@click.argument("paths", nargs=-1, metavar="[PATH...]")
+@_many("--enabled", "Harbor job / trial folders or result.json files run with skills.", required=False)
+@_many("--disabled", "Harbor job / trial folders or result.json files run without skills.", required=False)
+@click.option("--threshold", default=1.0, show_default=True, type=float, help="A reward is correct when >= this.")
+@import_options
+@reports_errors
+def import_harbor_cmd(paths: tuple[str, ...], enabled: tuple[str, ...], disabled: tuple[str, ...], threshold: float,
+                      output: str, model: str | None, benchmark: str | None, as_json: bool, quiet: bool) -> None:
+    """Harbor jobs and trials: sides from --enabled / --disabled or from words in the paths (with-skills, noskills, ...); skill use from Claude Code trajectories."""
+    from .importers.harbor import import_harbor
+
+    if not (paths or enabled or disabled):
+        raise click.UsageError("give PATH... (sides read from the paths) or --enabled / --disabled")
+    _check_import_output(output, as_json, [*paths, *enabled, *disabled])
+    result = import_harbor(paths, enabled=enabled, disabled=disabled, threshold=threshold, model=model,
+                           benchmark=benchmark)
+    _finish_import(result, output, as_json, quiet)
+
+
 # ---- clusters / graph
 def _embedding_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
