@@ -708,12 +708,18 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     retrieved skills that separates skills retrieved together; "vs library" is that effect minus
     the library's mean per injected skill of the others. Per-skill numbers are associations.
     """
-    _, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
-                                      jobs, pool_models, mid_p)
+    _, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
+                                           jobs, pool_models, mid_p)
+    unlogged = bool(paired.n_pairs) and bool(paired.use_unlogged.all())
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
+        doc["use_logged"] = not unlogged
         emit_json(doc)
+    elif unlogged:  # nothing to rank: say why instead of "0 tasks retrieved"
+        echo("skill use not logged: these runs say which skills were offered, not which were used, so no "
+             "skill can be ranked; `skillaudit audit` reports the effect of offering the skills per model "
+             "and per task bundle")
     else:
         from .render import rank_tables  # rich: only for the table
 
@@ -946,7 +952,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
 
 @cli.command()
 @runs_argument()
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False), default=None,
               help="Write Figure 1 (PNG) to this file.")
 @click.option("--benchmark", default=None,
               help="Compare the models on this benchmark only (default: each model's benchmarks pooled).")
@@ -992,6 +998,10 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
         warn("Figure 1 compares models; these runs hold only one")
     if out_file is not None:
         png = figure1(doc["models"], title=None if benchmark is None else f"Aggregate lift vs RAE on {benchmark}")
+        if png is None and paired.n_pairs and paired.use_unlogged.all():
+            raise CommandError("skill use not logged: Figure 1 (aggregate lift vs RAE) needs to know which runs "
+                               "used skills, and these runs say only which were offered; nothing to draw",
+                               exit_code=1)
         if png is None:
             raise CommandError("no model has both an aggregate lift and an RAE (need retrieving and "
                                "non-retrieving tasks); nothing to draw", exit_code=1)

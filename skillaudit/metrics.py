@@ -193,6 +193,10 @@ def group_metrics(
         cis = paired_bootstrap_ci(units, cols, _statistics, n_boot=n_boot, seed=seed, level=level)
     else:
         cis = np.full((len(_STATS), 2), np.nan)
+    n_unlogged = int(runs.use_unlogged.sum())
+    if one and n_unlogged == one:  # no run says what it used: "skipped" would mean "not logged"
+        dskip = None
+        cis[2] = np.nan
     per_task = np.bincount(units) if units.size else np.zeros(0, dtype=np.int64)
     max_per_task = int(per_task.max()) if per_task.size else 0
     if max_per_task > 1:
@@ -259,7 +263,7 @@ def group_metrics(
         n_cond_tasks=n_cond_tasks,
         oae_p_test=oae_test,
         max_pairs_per_task=max_per_task,
-        n_use_unlogged=int(runs.use_unlogged.sum()),
+        n_use_unlogged=n_unlogged,
         **arm_fields,
     )
 
