@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= all
 
-.PHONY: install test audit lint bench lock clean
+.PHONY: install test audit audit-skillsbench lint bench lock clean
 
 install: $(STAMP)
 
@@ -26,6 +26,12 @@ test: install
 audit: install
 	$(BIN)/skillaudit audit --out skillaudit-report
 	@echo "open $(CURDIR)/skillaudit-report/report.html (also report.md, audit.json, skills.csv)"
+
+# The published SkillsBench v1.1 results (imported registry, sample_runs/skillsbench/): the access
+# effect of offering each task's skills, per agent, and the task bundles that hurt which agents.
+audit-skillsbench: install
+	$(BIN)/skillaudit audit sample_runs/skillsbench/registry.jsonl.gz --out skillsbench-report
+	@echo "open $(CURDIR)/skillsbench-report/report.html (also report.md, audit.json)"
 
 lint: install
 	$(BIN)/ruff check skillaudit tests bench

@@ -452,7 +452,9 @@ def attribute(
         "score_fallback_pairs": fallback,
         "p_value": ("mid-p " if mid_p else "exact ") + (
             "sign-flip test of each task's summed flips (tasks with several epochs)" if clustered
-            else "McNemar (one pair per task)"),
+            else "McNemar (one pair per task)" if np.unique(units).size == runs.n_pairs
+            else "McNemar (tasks have several pairs, but each skill was retrieved by at most one pair "
+                 "of a task)"),
         "untested": "skills never retrieved have null p/q and are not counted in BH",
     }
     samples = cov = None

@@ -470,15 +470,43 @@ def import_lm_eval_cmd(enabled: tuple[str, ...], disabled: tuple[str, ...], metr
 @import_group.command("skillsbench")
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS...")
 @click.option("--threshold", default=1.0, show_default=True, type=float, help="A reward is correct when >= this.")
+@click.option("--enabled-value", "enabled_values", multiple=True, metavar="NAME",
+              help="A condition name meaning skills on (repeatable; matched ignoring case, spaces, _ and -).")
+@click.option("--disabled-value", "disabled_values", multiple=True, metavar="NAME",
+              help="A condition name meaning skills off (repeatable).")
+@click.option("--count", type=click.Choice(["passCount", "perfectCount"]), default="passCount", show_default=True,
+              help="Registry rows: which k-of-n count is a pass.")
 @import_options
 @reports_errors
-def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, output: str, model: str | None,
+def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, enabled_values: tuple[str, ...],
+                           disabled_values: tuple[str, ...], count: str, output: str, model: str | None,
                            benchmark: str | None, as_json: bool, quiet: bool) -> None:
-    """SkillsBench-style per-trial results with with-skills / without-skills conditions."""
+    """SkillsBench results: per-trial JSON Lines, AgentBeats leaderboard files, or the results registry (k-of-n counts)."""
     from .importers.skillsbench import import_skillsbench
 
     _check_import_output(output, as_json, list(results))
-    result = import_skillsbench(results, threshold=threshold, model=model, benchmark=benchmark)
+    result = import_skillsbench(results, threshold=threshold, model=model, benchmark=benchmark,
+                                enabled_values=enabled_values, disabled_values=disabled_values, count=count)
+    _finish_import(result, output, as_json, quiet)
+
+
+@import_group.command("harbor")
+@click.argument("paths", nargs=-1, metavar="[PATH...]")
+@_many("--enabled", "Harbor job / trial folders or result.json files run with skills.", required=False)
+@_many("--disabled", "Harbor job / trial folders or result.json files run without skills.", required=False)
+@click.option("--threshold", default=1.0, show_default=True, type=float, help="A reward is correct when >= this.")
+@import_options
+@reports_errors
+def import_harbor_cmd(paths: tuple[str, ...], enabled: tuple[str, ...], disabled: tuple[str, ...], threshold: float,
+                      output: str, model: str | None, benchmark: str | None, as_json: bool, quiet: bool) -> None:
+    """Harbor jobs and trials: sides from --enabled / --disabled or from words in the paths (with-skills, noskills, ...); skill use from Claude Code trajectories."""
+    from .importers.harbor import import_harbor
+
+    if not (paths or enabled or disabled):
+        raise click.UsageError("give PATH... (sides read from the paths) or --enabled / --disabled")
+    _check_import_output(output, as_json, [*paths, *enabled, *disabled])
+    result = import_harbor(paths, enabled=enabled, disabled=disabled, threshold=threshold, model=model,
+                           benchmark=benchmark)
     _finish_import(result, output, as_json, quiet)
 
 
@@ -680,12 +708,18 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     retrieved skills that separates skills retrieved together; "vs library" is that effect minus
     the library's mean per injected skill of the others. Per-skill numbers are associations.
     """
-    _, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
-                                      jobs, pool_models, mid_p)
+    _, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
+                                           jobs, pool_models, mid_p)
+    unlogged = bool(paired.n_pairs) and bool(paired.use_unlogged.all())
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
+        doc["use_logged"] = not unlogged
         emit_json(doc)
+    elif unlogged:  # nothing to rank: say why instead of "0 tasks retrieved"
+        echo("skill use not logged: these runs say which skills were offered, not which were used, so no "
+             "skill can be ranked; `skillaudit audit` reports the effect of offering the skills per model "
+             "and per task bundle")
     else:
         from .render import rank_tables  # rich: only for the table
 
@@ -905,6 +939,11 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
                        f"all, vs {v['flip_rate'] * 100:.1f}% between the conditions on the same pairs.")
         if v.get("selection_text"):
             echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
+    if h.get("bundles"):
+        echo("  Which tasks' skills hurt which agents (per task bundle):")
+        for b in h["bundles"]["worst"]:
+            echo(f"    {b['text']}; {b['hurt_text']}.")
+        echo(f"  {h['bundles']['cannot_say']}")
     if h.get("action"):
         echo(f"  {h['action']}")
     echo(f"Report: {written['report']}")
@@ -913,7 +952,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
 
 @cli.command()
 @runs_argument()
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False), default=None,
               help="Write Figure 1 (PNG) to this file.")
 @click.option("--benchmark", default=None,
               help="Compare the models on this benchmark only (default: each model's benchmarks pooled).")
@@ -959,6 +998,10 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
         warn("Figure 1 compares models; these runs hold only one")
     if out_file is not None:
         png = figure1(doc["models"], title=None if benchmark is None else f"Aggregate lift vs RAE on {benchmark}")
+        if png is None and paired.n_pairs and paired.use_unlogged.all():
+            raise CommandError("skill use not logged: Figure 1 (aggregate lift vs RAE) needs to know which runs "
+                               "used skills, and these runs say only which were offered; nothing to draw",
+                               exit_code=1)
         if png is None:
             raise CommandError("no model has both an aggregate lift and an RAE (need retrieving and "
                                "non-retrieving tasks); nothing to draw", exit_code=1)

@@ -83,7 +83,7 @@ class GroupMetrics:
     agg_lift_ci: list[float] | None
     delta_skip_ci: list[float] | None
     selection_gap_ci: list[float] | None
-    mcnemar_p: float
+    mcnemar_p: float  # the OAE test: exact McNemar with one pair per task, else task-level (oae_p_test)
     mcnemar_p_cond: float
     funnel: dict[str, Any]
     # the p-value the verdict uses: task-level (sign-flip test of each task's summed flips) when
@@ -98,6 +98,14 @@ class GroupMetrics:
     aa_pairs: int = 0
     aa_between_flip_rate: float | None = None  # (b + c) / n on the pairs with a replicate
     injection_text: str | None = None
+    # which test `mcnemar_p` is: the pair-level exact McNemar only when every task has one pair;
+    # with several trials per task (epochs, k-of-n counts) the sign-flip test of each task's summed
+    # flips, which no re-ordering of trials within a task can change
+    oae_p_test: str = "exact McNemar"
+    max_pairs_per_task: int = 1
+    # pairs whose enabled run says which skills were offered but not which were used
+    # ("use_logged": false): retrieval-conditioned figures (RAE, S_call) cannot be computed there
+    n_use_unlogged: int = 0
 
     @property
     def selection_warning(self) -> str | None:
@@ -185,6 +193,18 @@ def group_metrics(
         cis = paired_bootstrap_ci(units, cols, _statistics, n_boot=n_boot, seed=seed, level=level)
     else:
         cis = np.full((len(_STATS), 2), np.nan)
+    n_unlogged = int(runs.use_unlogged.sum())
+    if one and n_unlogged == one:  # no run says what it used: "skipped" would mean "not logged"
+        dskip = None
+        cis[2] = np.nan
+    per_task = np.bincount(units) if units.size else np.zeros(0, dtype=np.int64)
+    max_per_task = int(per_task.max()) if per_task.size else 0
+    if max_per_task > 1:
+        p_oae = float(paired_test(units, runs.flip, mid_p=mid_p))
+        oae_test = ("mid-p " if mid_p else "exact ") + "sign-flip test of each task's summed flips"
+    else:
+        p_oae = float(mcnemar_exact(b, c))
+        oae_test = "exact McNemar"
     has_answer = runs.adhered >= 0
     retrieved = runs.retrieved
     adh_known = int((has_answer & retrieved).sum())
@@ -235,12 +255,15 @@ def group_metrics(
         agg_lift_ci=_ci(cis[3]),
         selection_gap_ci=_ci(cis[4]),
         skip_minus_rae_ci=_ci(cis[5]),
-        mcnemar_p=float(mcnemar_exact(b, c)),
+        mcnemar_p=p_oae,
         mcnemar_p_cond=float(mcnemar_exact(b_r, c_r)),
         funnel=funnel,
         p_cond=float(p_cond),
         p_cond_test=p_test,
         n_cond_tasks=n_cond_tasks,
+        oae_p_test=oae_test,
+        max_pairs_per_task=max_per_task,
+        n_use_unlogged=n_unlogged,
         **arm_fields,
     )
 

@@ -215,21 +215,32 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
         ("Δskip", "right"), ("", "left"),
     ]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
-    any_sign = any_small = False
+    any_sign = any_small = any_unlogged = False
+    n_bench: dict[str, int] = {}
     for g in result.groups:
+        if g.benchmark != "*":
+            n_bench[g.model] = n_bench.get(g.model, 0) + 1
+    for g in result.groups:
+        if g.benchmark == "*" and n_bench.get(g.model, 0) == 1:
+            continue  # one benchmark: the pooled row would repeat it
+        unlogged = bool(g.n_pairs) and g.n_use_unlogged == g.n_pairs
         flag = ""
         if g.sign_disagreement:
             flag = "⚠ sign"
             any_sign = True
-        if not g.reportable:
+        if unlogged:
+            flag = (flag + " use not logged").strip()
+            any_unlogged = True
+        elif not g.reportable:
             flag = (flag + " n<min").strip()
             any_small = True
-        style = "dim" if not g.reportable else ("bold" if g.benchmark == "*" else "")
+        style = "dim" if not g.reportable and not unlogged else ("bold" if g.benchmark == "*" else "")
         t.add_row(
             g.model, g.benchmark, _tp(g.n_tasks, g.n_pairs),
-            _tp(g.n_cond_tasks, g.n_cond) + f" ({pp(g.trigger_rate, False)}%)",
+            "not logged" if unlogged else _tp(g.n_cond_tasks, g.n_cond) + f" ({pp(g.trigger_rate, False)}%)",
             pp(g.acc_enabled, False), pp(g.acc_disabled, False), pp(g.agg_lift), pp(g.oae),
-            pp(g.rae), pp_ci(g.rae_ci), f"{g.cond_b}/{g.cond_c}", pval(g.p_cond),
+            pp(g.rae), pp_ci(g.rae_ci), "–" if unlogged else f"{g.cond_b}/{g.cond_c}",
+            "–" if unlogged else pval(g.p_cond),
             pp(g.delta_skip), Text(flag, style="bold red" if "sign" in flag else ""),
             style=style,
         )
@@ -243,6 +254,11 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
         )
     if any_small:
         notes.append(f"n<min: fewer than {result.settings['min_cond']} retrieval-triggered pairs; not reportable.")
+    if any_unlogged:
+        notes.append("use not logged: the runs say which skills were offered, not which were used; OAE is the "
+                     "effect of offering the skills (its test: "
+                     + "; ".join(sorted({g.oae_p_test for g in result.groups if g.n_use_unlogged}))
+                     + "); RAE and Δskip cannot be computed.")
     if result.n_unpaired:
         notes.append(f"{result.n_unpaired} unpaired record(s) left out.")
     tests = sorted({g.p_cond_test for g in result.groups})

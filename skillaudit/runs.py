@@ -75,6 +75,16 @@ class PairedRuns:
     # False: no line the loader read holds the bytes "hash", so no record logs a skill's content
     # hash and the provenance pass (skillaudit.provenance.seen_hashes) has nothing to find
     skill_hashes: bool = True
+    # bool per pair: False where the enabled record says which skills were offered but not which
+    # were used (`"use_logged": false`); None when every pair logged its use (the usual case)
+    use_logged: np.ndarray | None = None
+
+    @property
+    def use_unlogged(self) -> np.ndarray:
+        """Bool per pair: its enabled run's skill use was not recorded (offered only)."""
+        if self.use_logged is None:
+            return np.zeros(self.n_pairs, dtype=bool)
+        return ~self.use_logged
 
     @property
     def n_pairs(self) -> int:
@@ -126,6 +136,7 @@ class PairedRuns:
             n_unpaired=self.n_unpaired, unpaired_examples=self.unpaired_examples,
             n_error_pairs=self.n_error_pairs, sources=self.sources, n_arm_records=self.n_arm_records,
             skill_hashes=self.skill_hashes,
+            use_logged=None if self.use_logged is None else self.use_logged[idx],
         )
 
     def select(self, model: str | None = None, benchmark: str | None = None) -> PairedRuns:
@@ -293,6 +304,7 @@ if msgspec is not None:
         invoked: bool | Literal[0, 1] | None = None
         error: Any = None
         arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.arms
+        use_logged: bool | None = None  # false: skills offered (`offered`, not read here), their use not recorded
 
     class _Rec(_RecCore, gc=False):
         answer: Any = None
@@ -336,6 +348,7 @@ class _Checked:
         "inv",
         "model",
         "task_id",
+        "use_logged",
     )
 
 
@@ -392,6 +405,10 @@ def _check_line(line: bytes, where: str) -> _Checked:
             inv, got = _retrieved_ids(rec, where)
             out.inv, out.got = inv, dict(got)
         out.error = rec.get("error")
+        ul = rec.get("use_logged")
+        if ul is not None and not isinstance(ul, bool):
+            raise ValueError(f"'use_logged' must be true or false, got {_describe(ul)}")
+        out.use_logged = ul  # `offered` is informational (the report's task bundles read the task)
     except ValueError as exc:
         raise RunLogError(f"{where}: {exc}") from None
     out.task_id, out.condition, out.correct, out.epoch = tid, cond_raw, correct, epoch
@@ -419,7 +436,8 @@ class _State:
 # correct, error record, invoked, adhered (-1 unknown), file index and line number; and the
 # retrieved skills, one row each: record, skill (vocabulary id), rank, score
 _REC_DTYPES = {"m": np.int32, "b": np.int32, "t": np.int32, "e": np.int64, "en": bool, "ok": bool,
-               "err": bool, "inv": bool, "adh": np.int8, "file": np.int32, "line": np.int64}
+               "err": bool, "inv": bool, "adh": np.int8, "file": np.int32, "line": np.int64,
+               "ul": bool}  # ul: skill use logged (False: "use_logged": false, offered only)
 _RET_DTYPES = {"rec": np.int64, "col": np.int32, "rk": np.float32, "sc": np.float32}
 _VOCAB_OF = {"m": "models", "b": "benchmarks", "t": "tasks"}  # id columns and their vocabularies
 _MODEL, _BENCH, _TASK, _EPOCH = (attrgetter(a) for a in ("model", "benchmark", "task_id", "epoch"))
@@ -450,6 +468,7 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int | list[int], file_ix:
     c["en"].append(en)
     c["ok"].append(np.fromiter(map(_CORRECT, recs), bool, n))
     c["err"].append(np.fromiter(map(is_not, map(_ERROR, recs), repeat(None)), bool, n))
+    c["ul"].append(np.fromiter((r.use_logged is not False for r in recs), bool, n))
     c["file"].append(np.full(n, file_ix, np.int32))
     c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64) if isinstance(lineno, int)
                      else np.array(lineno, dtype=np.int64))
@@ -559,6 +578,7 @@ def _ingest_scanned(st: _State, cols: tuple, blob: bytes | memoryview, lineno: i
     for k, raw in (("en", en), ("ok", ok), ("err", err), ("inv", inv)):
         c[k].append(np.frombuffer(raw, np.uint8).view(bool))
     enabled = c["en"][-1]
+    c["ul"].append(np.ones(n, bool))  # the scanner is handed no block holding "use_logged"
     c["file"].append(np.full(n, file_ix, np.int32))
     c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64))
     adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
@@ -723,6 +743,9 @@ def _blocks(fh: IO[bytes], seekable: bool, left: int, bom: bool = False) -> Iter
 
 #: the bytes every line logging a skill's content hash holds (skillaudit.provenance reads those lines)
 _HASH_NEEDLE = b'"hash"'
+#: a block holding these bytes skips the C scanner (which reads only the plain shape): msgspec or
+#: the exact path read `use_logged` (a superset of the block when it is a view: never a miss)
+_USE_NEEDLE = b'"use_logged"'
 
 
 def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) -> int:
@@ -733,7 +756,7 @@ def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) 
     """
     if not st.saw_hash:  # a memoryview's whole buffer: a superset of the block, never a miss
         st.saw_hash = _HASH_NEEDLE in (blob.obj if isinstance(blob, memoryview) else blob)
-    if st.tables is not None:
+    if st.tables is not None and _USE_NEEDLE not in (blob.obj if isinstance(blob, memoryview) else blob):
         cols = _scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables)
         if cols is not None:
             _ingest_scanned(st, cols, blob, lineno, file_ix)
@@ -966,6 +989,8 @@ def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
     seen[ds] |= np.where(r["err"][dis_ix], 6, 2).astype(np.uint8)
     y_pos, y_neg, invoked = np.zeros(n, np.uint8), np.zeros(n, np.uint8), np.zeros(n, np.uint8)
     y_pos[es], y_neg[ds], invoked[es] = r["ok"][en_ix], r["ok"][dis_ix], r["inv"][en_ix]
+    use_logged = np.ones(n, bool)
+    use_logged[es] = r["ul"][en_ix]
     adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
     adh[es] = r["adh"][en_ix]
     src = (np.full(n, -1, np.int32), np.full(n, -1, np.int32))
@@ -978,7 +1003,7 @@ def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "seen": seen, "y_pos": y_pos, "y_neg": y_neg, "invoked": invoked, "adh": adh,
         "src": src, "line": line, "rows": slot[r["r_rec"]].astype(np.int32), "cols": r["r_col"],
         "rk": r["r_rk"], "sc": r["r_sc"], "names": r["names"], "n_arm": r.get("n_arm", 0),
-        "hash": r.get("hash", True),
+        "hash": r.get("hash", True), "ul": use_logged,
     }
 
 
@@ -1028,6 +1053,7 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
         n_unpaired=int(unpaired.size), unpaired_examples=tuple(examples),
         n_error_pairs=int((both & errored).sum()), sources=tuple(names[i] for i in sorted(names)),
         n_arm_records=int(p.get("n_arm", 0)), skill_hashes=bool(p.get("hash", True)),
+        use_logged=None if p["ul"][idx].all() else p["ul"][idx].copy(),
     )
 
 

@@ -205,3 +205,59 @@ def test_audit_surfaces_the_library_verdict_everywhere(tmp_path):
     assert "Harm is library-wide" in (out / "report.md").read_text(encoding="utf-8")
     header = (out / "skills.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
     assert {"relative_effect", "relative_q", "model", "n_tasks"} <= set(header)
+
+
+REAL_REGISTRY = REPO.parent / "shared" / "data" / "real" / "skillsbench-results-registry.json"
+
+
+def _offered_only_log(path: Path) -> Path:
+    """Two agents, 30 tasks, 3 trials, skills offered but their use not logged; agent-a is helped a lot."""
+    import random
+
+    rng = random.Random(5)
+    lines = []
+    for agent, lift in (("agent-a", 0.5), ("agent-b", 0.0)):
+        for t in range(30):
+            base = rng.random() * 0.5
+            for e in (1, 2, 3):
+                common = {"task_id": f"t{t}", "model": agent, "benchmark": "sb", "epoch": e}
+                lines.append({**common, "condition": "enabled", "correct": rng.random() < base + lift,
+                              "use_logged": False, "offered": [f"t{t}/skills"]})
+                lines.append({**common, "condition": "disabled", "correct": rng.random() < base})
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+def test_audit_of_offered_only_runs_reports_the_access_effect(tmp_path):
+    """Runs that only say which skills were offered get the access effect per agent, never a '0 retrieved' verdict."""
+    log = _offered_only_log(tmp_path / "offered.jsonl")
+    res = _invoke(["audit", str(log), "--out", str(tmp_path / "rep"), "-q", *FAST])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert out.splitlines()[0] == "Offering the skills helps (skill use not logged)"
+    assert "agent-a: skill use not logged: this is the effect of offering the skills; offering the skills helps: OAE +" in out
+    assert "agent-b: skill use not logged: this is the effect of offering the skills; no clear effect" in out
+    assert "exact sign-flip test of each task's summed flips" in out
+    assert "Which tasks' skills hurt which agents (per task bundle):" in out
+    assert "Without skill-use logs these runs cannot say" in out
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for text in (out, md):
+        assert "retrieved skills to tell" not in text and " 0 tasks" not in text
+        assert "Too few" not in text
+    assert "| not logged |" in md
+    doc = json.loads((tmp_path / "rep" / "audit.json").read_text())
+    assert doc["headline"]["bundles"]["n_bundles"] == 30 and doc["library"] == []
+
+
+@pytest.mark.skipif(not REAL_REGISTRY.is_file(), reason="../shared/data/real is absent")
+def test_audit_of_the_skillsbench_registry_names_every_agent_and_the_worst_bundles(tmp_path):
+    """The imported SkillsBench registry: an access effect with a CI for each of the 18 agents and the most harmful task bundles."""
+    log = tmp_path / "sb.jsonl"
+    assert _invoke(["import", "skillsbench", str(REAL_REGISTRY), "-o", str(log), "-q"]).exit_code == 0
+    res = _invoke(["audit", str(log), "--out", str(tmp_path / "rep"), "-q", *FAST])
+    assert res.exit_code == 0, res.output
+    per_agent = [ln for ln in res.output.splitlines()
+                 if "skill use not logged: this is the effect of offering the skills; " in ln]
+    assert len(per_agent) == 18 and all("95% CI" in ln and "OAE" in ln for ln in per_agent)
+    assert "exam-block-sequencing's skills:" in res.output  # the most harmful bundle by pass rate
+    assert " 0 tasks" not in res.output and "Too few" not in res.output

@@ -50,7 +50,8 @@ def test_jsonl_trials_pair_by_task_and_trial(tmp_path: Path) -> None:
     key = "claude-code:opus/skillsbench/{} epoch 1"
     assert {(u.key, u.condition, u.reason) for u in report.unpaired} == {
         (key.format("lean4-proof"), "self-generated",
-         "condition 'self-generated' is neither with-skills nor without-skills"),
+         "condition 'self-generated' is neither with-skills nor without-skills "
+         "(map it with --enabled-value / --disabled-value)"),
         (key.format("cve-fix"), "enabled", "the trial errored: AgentTimeoutError"),
         (key.format("cve-fix"), "disabled", "no enabled run with this key"),
     }
@@ -90,3 +91,125 @@ def test_missing_condition_is_a_format_error(tmp_path: Path) -> None:
     path.write_text('{"task_id": "a", "reward": 1}\n')
     with pytest.raises(ImportFormatError, match=rf"^{path}:1: a trial needs a \"condition\""):
         import_skillsbench([str(path)])
+
+
+# ---------------------------------------------------------------- the published SkillsBench files
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
+REGISTRY = REAL / "skillsbench-results-registry.json"
+needs_real = pytest.mark.skipif(not REGISTRY.is_file(), reason="../shared/data/real is absent")
+
+
+def _figures(path: Path) -> list[tuple]:
+    from skillaudit.metrics import compute_metrics
+
+    res = compute_metrics(load_runs([str(path)]), n_boot=200, seed=1)
+    return [(g.model, g.benchmark, g.n_pairs, g.n_tasks, g.oae, g.oae_ci, g.mcnemar_p, g.oae_p_test,
+             g.b, g.c, g.acc_enabled, g.acc_disabled) for g in res.groups]
+
+
+@needs_real
+def test_registry_totals_per_agent_equal_pass_counts() -> None:
+    """Each agent's imported passes per condition equal the registry's passCount sums, out of its trials sums."""
+    rows = json.loads(REGISTRY.read_text())
+    records, report = import_skillsbench([str(REGISTRY)])
+    want: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        side = "enabled" if r["condition"] == "With Skills" else "disabled"
+        acc = want.setdefault((r["model"], side), [0, 0])
+        acc[0] += r["passCount"]
+        acc[1] += r["trials"]
+    got: dict[tuple[str, str], list[int]] = {}
+    for r in records:
+        acc = got.setdefault((r["model"], r["condition"]), [0, 0])
+        acc[0] += r["correct"]
+        acc[1] += 1
+    assert got == want and len({m for m, _ in got}) == 18
+    assert report.pairs == sum(r["trials"] for r in rows) // 2 and not report.unpaired
+    assert all(r["use_logged"] is False and r["offered"] == [f"{r['task_id']}/skills"]
+               for r in records if r["condition"] == "enabled")
+
+
+@needs_real
+def test_registry_order_changes_no_figure(tmp_path: Path) -> None:
+    """Reversing the registry's rows gives the same records (but for their source index) and the same metrics."""
+    rows = json.loads(REGISTRY.read_text())
+    rev = tmp_path / "rev.json"
+    rev.write_text(json.dumps(rows[::-1]))
+    out = []
+    for src in (REGISTRY, rev):
+        records, _ = import_skillsbench([str(src)])
+        path = tmp_path / f"{src.stem}.jsonl"
+        write_records(records, str(path))
+        for r in records:
+            del r["meta"]["source"]
+        out.append((records, _figures(path)))
+    assert out[0][0] == out[1][0]
+    assert out[0][1] == out[1][1]
+    assert all(f[7] == "exact sign-flip test of each task's summed flips" for f in out[0][1])
+
+
+@needs_real
+def test_oae_test_is_task_level_whatever_the_trial_order(tmp_path: Path) -> None:
+    """Re-numbering the disabled trials within each task changes b and c but not the OAE, its CI or its p."""
+    records, _ = import_skillsbench([str(REGISTRY)])
+    path = tmp_path / "a.jsonl"
+    write_records(records, str(path))
+    for r in records:
+        if r["condition"] == "disabled":
+            r["epoch"] = 4 - r["epoch"]  # passes last instead of first
+    shuffled = tmp_path / "b.jsonl"
+    write_records(records, str(shuffled))
+    a, b = _figures(path), _figures(shuffled)
+    assert [f[:8] for f in a] == [f[:8] for f in b]
+    assert [f[8:10] for f in a] != [f[8:10] for f in b]  # the pair-level counts do depend on it
+
+
+def test_condition_names_and_value_maps(tmp_path: Path) -> None:
+    """'With Skills', 'no_skills', 'NO SKILLS' match; --enabled-value / --disabled-value map other names."""
+    rows = [{"task": "t", "model": "m", "condition": c, "trials": 2, "passCount": k}
+            for c, k in (("With Skills", 2), ("no_skills", 0))]
+    p = tmp_path / "reg.json"
+    p.write_text(json.dumps(rows))
+    records, report = import_skillsbench([str(p)])
+    assert report.pairs == 2 and sum(r["correct"] for r in records) == 2
+    rows = [{"task": "t", "model": "m", "condition": c, "trials": 1, "passCount": 1}
+            for c in ("Curated Skills ", "BASELINE")]
+    p.write_text(json.dumps(rows))
+    _, report = import_skillsbench([str(p)])
+    assert report.pairs == 0 and "--disabled-value" in report.unpaired[0].reason
+    _, report = import_skillsbench([str(p)], disabled_values=["baseline"])
+    assert report.pairs == 1
+
+
+def test_registry_row_with_more_passes_than_trials_names_the_row(tmp_path: Path) -> None:
+    """A k-of-n row with k > n is one error naming the file and the row."""
+    p = tmp_path / "reg.json"
+    p.write_text(json.dumps([{"task": "t", "model": "m", "condition": "No Skills", "trials": 3, "passCount": 4}]))
+    with pytest.raises(ImportFormatError, match=r"reg\.json: \[0\]: \"passCount\" 4 exceeds \"trials\" 3"):
+        import_skillsbench([str(p)])
+
+
+@needs_real
+def test_leaderboard_nested_trials_and_infrastructure_failures(tmp_path: Path) -> None:
+    """Trials nested in results[].results[] are found; score_eligible false / error_type trials are error records."""
+    src = REAL / "skillsbench-leaderboard" / "019e515b-26ad-7510-983f-f8f9f2db5ac6.json"
+    data = json.loads(src.read_text())
+    trials = data["results"][0]["results"]
+    _, report = import_skillsbench([str(src)])
+    assert report.enabled_read == len(trials) == 5
+    assert {u.where for u in report.unpaired} == {f"{src}: results[0].results[{i}]" for i in range(5)}
+    assert all(u.key.startswith("participant 019e4ed1") for u in report.unpaired)
+    # the same submission with every trial an infrastructure failure, plus disabled partners
+    for i, t in enumerate(trials):
+        t.update(score_eligible=False, infra_failure_type="sandbox_timeout" if i % 2 else None,
+                 error_type=None if i % 2 else "verifier_error", passed=False, reward=0.0)
+    data["results"][0]["results"] = trials + [
+        {**t, "condition": "without_skills", "score_eligible": True, "infra_failure_type": None,
+         "error_type": None} for t in trials]
+    bad = tmp_path / "infra.json"
+    bad.write_text(json.dumps(data))
+    records, report = import_skillsbench([str(bad)])
+    assert records == [] and report.pairs == 0
+    errs = [u for u in report.unpaired if u.condition == "enabled"]
+    assert len(errs) == 5 and all(u.reason.startswith("error record (infrastructure, not a failure)") for u in errs)
+    assert any("5 error record(s)" in n for n in report.notes)

@@ -309,3 +309,35 @@ def test_slots_number_keys_in_first_seen_order(epochs, n_tasks):
         want_slot.append(seen[key])
     slot, first = _slots(r)
     assert slot.tolist() == want_slot and first.tolist() == want_first
+
+
+def test_use_logged_false_marks_pairs_offered_only_on_every_reader_path(tmp_path, monkeypatch):
+    """`"use_logged": false` on an enabled record is read the same by the scanner bypass, msgspec and the exact path."""
+    import skillaudit.runs as runs_mod
+
+    lines = [
+        '{"task_id":"a","condition":"enabled","correct":true,"use_logged":false,"offered":["a/skills"]}',
+        '{"task_id":"a","condition":"disabled","correct":false}',
+        '{"task_id":"b","condition":"enabled","correct":true,"retrieved":["s"]}',
+        '{"task_id":"b","condition":"disabled","correct":true,"use_logged":false}',
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got = runs_mod.load_runs([str(path)])
+    assert got.use_unlogged.tolist() == [True, False]  # only the enabled record's flag counts
+    assert got.retrieved.tolist() == [False, True]
+    assert got.subset(np.array([True, False])).use_unlogged.tolist() == [True]
+    monkeypatch.setattr(runs_mod, "_decode", None)  # the exact path alone
+    assert runs_mod.load_runs([str(path)]).use_unlogged.tolist() == [True, False]
+    plain = tmp_path / "p.jsonl"
+    plain.write_text("\n".join([*lines[2:3], '{"task_id":"b","condition":"disabled","correct":true}']) + "\n")
+    assert runs_mod.load_runs([str(plain)]).use_logged is None
+
+
+def test_use_logged_must_be_a_boolean(tmp_path):
+    """A non-boolean use_logged is an error naming the file and line."""
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"task_id":"a","condition":"on","correct":true}\n'
+                    '{"task_id":"a","condition":"off","correct":true,"use_logged":"no"}\n')
+    with pytest.raises(RunLogError, match=r"r\.jsonl:2: 'use_logged' must be true or false, got \"no\""):
+        load_runs([str(path)])

@@ -110,7 +110,8 @@ def _mutate(line: str, rng: random.Random) -> str:
         return line[:i] + line[i + 1:]
     if op == 2:  # a repeated or unknown key first
         key = rng.choice(["model", "task_id", "condition", "correct", "epoch", "retrievals", "retrieved",
-                          "invoked", "error", "benchmark", "answer", "mod\\u0065l", "extra"])
+                          "invoked", "error", "benchmark", "answer", "mod\\u0065l", "extra", "use_logged",
+                          "use\\u005flogged"])
         return '{"' + key + '":' + _value(rng) + "," + line[1:]
     if op in (3, 8, 9, 10):  # a field's value replaced
         key = rng.choice(["task_id", "condition", "correct", "epoch", "model", "retrievals", "retrieved",
@@ -157,6 +158,10 @@ def _block(rng: random.Random, n: int) -> bytes:
                                         f"x = 1\n    {_CODE}\n", "uses s3", "\u00e9 s3 \t"])
         if rng.random() < 0.2:
             rec["error"] = rng.choice([None, False, 0, "", {}, [], "timeout", {"type": "x"}])
+        if rng.random() < 0.15:  # offered, use not logged: blocks holding it bypass the scanner
+            rec["use_logged"] = rng.choice([False, False, True, None, "no", 0])
+            if rng.random() < 0.7:
+                rec["offered"] = rng.choice([["s1", "s2"], [], ["t/skills"], "s1", [1]])
         if rng.random() < 0.2:  # ids that JSON escapes (always, or only with ensure_ascii)
             odd = rng.choice(["caf\u00e9", 'q"t', "back\\slash", "tab\t", "\u2603", "sl/sh"])
             field = rng.choice(["task_id", "model", "benchmark", "skill"])
@@ -304,6 +309,8 @@ _EDGES = [
     f'{{{_BASE},"n":123456789012345678901234567890}}', f'{{{_BASE},"n":1e400}}', f'{{{_BASE},"n":[1,]}}',
     f'{{{_BASE},"n":tru}}', f'{{{_BASE},"n":nulls}}', f'{{{_BASE},"n":"\\ud800"}}', f'{{{_BASE},"n":"\\udc00"}}',
     f'{{{_BASE},"n":"\\ud83d\\ude00"}}', f'{{{_BASE},"n":"\\ud83dx"}}',
+    f'{{{_BASE},"use_logged":false,"offered":["a"]}}', f'{{{_BASE},"use\\u005flogged":false}}',
+    f'{{{_BASE},"use_logged":"no"}}', f'{{{_BASE},"offered":"a"}}', f'{{{_BASE},"use_logged":false}}',
 ]
 
 

@@ -7,11 +7,12 @@ then disabled), and a report of what was read and what could not be paired and w
 - `inspect_ai_log.import_inspect`: Inspect AI `.eval` / `.json` logs (needs the `inspect` extra)
 - `evalplus.import_evalplus`: EvalPlus `*_eval_results.json`
 - `lm_eval.import_lm_eval`: lm-evaluation-harness `samples_<task>_<date>.jsonl`
-- `skillsbench.import_skillsbench`: SkillsBench-style per-trial results
+- `skillsbench.import_skillsbench`: SkillsBench per-trial results, leaderboard files, results registry
+- `harbor.import_harbor`: Harbor job / trial folders (skill use from Claude Code trajectories)
 """
 
 from ._common import ImportReport, Unpaired, check_output, dumps_records, write_records
 
-FORMATS = ("inspect", "evalplus", "lm-eval", "skillsbench")
+FORMATS = ("inspect", "evalplus", "lm-eval", "skillsbench", "harbor")
 
 __all__ = ["FORMATS", "ImportReport", "Unpaired", "check_output", "dumps_records", "write_records"]

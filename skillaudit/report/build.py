@@ -197,8 +197,45 @@ def _p(p: float | None) -> str:
     return "–" if p is None else p_text(p)
 
 
+USE_NOT_LOGGED = "skill use not logged: this is the effect of offering the skills"
+
+
+def offered_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
+    """helps | hurts | unclear for a group whose runs say which skills were offered, not which were
+    used: the access effect (OAE) with its task-level CI and test; never a retrieval count."""
+    oae, ci, p = g.get("oae"), g.get("oae_ci"), g.get("mcnemar_p")
+    test = g.get("oae_p_test") or "exact McNemar"
+    ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
+    acc = ""
+    if g.get("acc_enabled") is not None and g.get("acc_disabled") is not None:
+        acc = f"pass rate {g['acc_enabled'] * 100:.1f}% with vs {g['acc_disabled'] * 100:.1f}% without, "
+    n_t, n = g.get("n_tasks", 0), g.get("n_pairs", 0)
+    where = f"{n_t:,} tasks" if n_t == n else f"{n_t:,} tasks ({n:,} paired trials)"
+    body = f"OAE {_pp(oae)}{ci_txt} ({acc}{where}; {test} {_p(p)})"
+    if oae is not None and p is not None and p <= alpha and oae > 0:
+        verdict, text = "helps", f"offering the skills helps: {body}"
+    elif oae is not None and p is not None and p <= alpha and oae < 0:
+        verdict, text = "hurts", f"offering the skills hurts: {body}"
+    else:
+        verdict, text = "unclear", f"no clear effect of offering the skills: {body}, not below {alpha}"
+    return {
+        "model": g["model"], "benchmark": g["benchmark"], "verdict": verdict,
+        "text": f"{USE_NOT_LOGGED}; {text}", "use_logged": False,
+        "oae": oae, "oae_ci": ci, "oae_p": p, "oae_p_test": test,
+        "rae": None, "rae_ci": None, "agg_lift": None, "mcnemar_p_cond": None, "p_cond": None,
+        "n_cond": 0, "n_cond_tasks": 0, "sign_disagreement": False, "sign_text": None,
+        "selection_text": None, "injection_text": g.get("injection_text"),
+        "aa_flip_rate": g.get("aa_flip_rate"),
+        "flip_rate": (g.get("b", 0) + g.get("c", 0)) / n if n else None,
+    }
+
+
 def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
-    """helps | hurts | unclear | too-few for one metrics group, with a one-sentence explanation."""
+    """helps | hurts | unclear | too-few for one metrics group, with a one-sentence explanation.
+
+    A group whose every pair says its skill use was not logged gets `offered_verdict` instead."""
+    if g.get("n_pairs") and g.get("n_use_unlogged", 0) == g["n_pairs"]:
+        return offered_verdict(g, alpha)
     rae, n = g.get("rae"), g.get("n_cond", 0)
     p = g.get("p_cond", g.get("mcnemar_p_cond"))
     test = "McNemar" if "McNemar" in (g.get("p_cond_test") or "McNemar") else "sign-flip test over tasks"
@@ -284,10 +321,31 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
     pooled = [g for g in metrics["groups"] if g["benchmark"] == "*"]
     per_model = [model_verdict(g) for g in pooled]
     for v in per_model:
-        v["library_verdict"], v["library_text"] = _library_sentence(library, v["model"], recommendations)
+        if v.get("use_logged") is False:  # no retrieval to judge the library by: the bundle section says why
+            v["library_verdict"], v["library_text"] = "use-not-logged", None
+        else:
+            v["library_verdict"], v["library_text"] = _library_sentence(library, v["model"], recommendations)
         v["injection_text"] = _injection_sentence(metrics["groups"], v["model"], v.get("injection_text"))
     verdicts = [v["verdict"] for v in per_model]
-    if len(per_model) == 1:
+    offered_only = bool(per_model) and all(v.get("use_logged") is False for v in per_model)
+    if offered_only:
+        n = len(per_model)
+        counts = {k: verdicts.count(k) for k in ("helps", "hurts", "unclear")}
+        overall = ("mixed" if counts["helps"] and counts["hurts"] else "helps" if counts["helps"]
+                   else "hurts" if counts["hurts"] else "unclear")
+        title = {
+            "helps": "Offering the skills helps (skill use not logged)",
+            "hurts": "Offering the skills hurts (skill use not logged)",
+            "mixed": "Offering the skills helps some agents and hurts others (skill use not logged)",
+            "unclear": "No clear effect of offering the skills (skill use not logged)",
+        }[overall]
+        words = {"helps": "offering helps", "hurts": "offering hurts", "unclear": "no clear effect"}
+        parts = [f"{words[k]} for {c} of them" for k, c in counts.items() if c]
+        text = ((f"On {per_model[0]['model']}: " if n == 1 else f"Across {n} models: ")
+                + "; ".join(parts) + f". {USE_NOT_LOGGED[0].upper()}{USE_NOT_LOGGED[1:]} (OAE), "
+                "not of using them: the runs record which skills were offered, not which were read, "
+                "so the effect where skills are used (RAE) and per-skill verdicts cannot be computed.")
+    elif len(per_model) == 1:
         v = per_model[0]
         overall = v["verdict"]
         title = {
@@ -346,6 +404,9 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
             if by["prune"] and proj.get("rae_after") is not None:
                 action += (f" Projected RAE without the prune set: {_pp(proj.get('rae_before'))} → "
                            f"{_pp(proj.get('rae_after'))} (a projection, not a measurement).")
+        elif offered_only:
+            action = ("No skill is judged on its own: which skills each run used is not recorded "
+                      "(see the task bundles).")
         else:
             action = "No skill is reliably harmful enough to prune, rewrite or merge."
     if verify:
@@ -365,6 +426,44 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
         "sign_disagreement": any(v["sign_disagreement"] for v in per_model)
         or any(g.get("sign_disagreement") for g in metrics["groups"]),
     }
+
+
+CANNOT_SAY = (
+    "Without skill-use logs these runs cannot say: the effect where skills are actually used (RAE) "
+    "or on runs that ignored them (Δskip), the retrieval funnel (Figure 1's invoked / retrieved / "
+    "adhered stages), which skill of a bundle helped or hurt, or whether an effect is library-wide "
+    "or in specific skills. A run offered skills may never open them (Claude Code offered "
+    "threejs-to-obj its skill and never used it), so 'offered' is not 'used': the access effect "
+    "mixes runs that read the skills with runs that did not. Log the agent's trajectory (Harbor "
+    "`agent/claude-code.txt`, `skillaudit import harbor`) to get them.")
+
+
+def bundles_section(runs: Any, top: int = 8) -> dict[str, Any]:
+    """The per task-bundle view (skillaudit.bundles) for the report: the most harmful bundles with
+    the agents they hurt, and what cannot be said without skill-use logs."""
+    from ..bundles import bundle_effects
+
+    res = bundle_effects(runs)
+    worst = res.harmful(top)
+    n_sig = sum(1 for b in res.bundles if b.q <= VERDICT_ALPHA)
+    intro = (f"Each task ships its own skills, so the per-skill view is per task's bundle across "
+             f"{res.n_agents} agents: an agent is a rescue of a bundle when it passed more trials with "
+             "the skills than without on that task, a harm when fewer. Each bundle's sign test counts "
+             f"agents, and q adjusts over all {len(res.bundles)} bundles (Benjamini-Hochberg): "
+             f"{n_sig} bundle(s) at q ≤ {VERDICT_ALPHA}. One agent's cell is at most "
+             "3 trials against 3 and decides nothing alone; these are associations across agents.")
+    rows = []
+    for b in worst:
+        hurt = ", ".join(f"{c.model} {c.pass_on}/{c.trials} vs {c.pass_off}/{c.trials}" for c in b.hurt[:6])
+        more = f" and {len(b.hurt) - 6} more" if len(b.hurt) > 6 else ""
+        rows.append({"task": b.task, "benchmark": b.benchmark, "text": b.sentence(),
+                     "hurt_text": f"hurt {hurt}{more} (passes with vs without)",
+                     "rescues": b.rescues, "harms": b.harms, "effect": b.effect, "p": b.p, "q": b.q})
+    return {"schema": "skillaudit.bundles/v1", "intro": intro, "worst": rows,
+            "n_bundles": len(res.bundles), "n_agents": res.n_agents, "n_significant": n_sig,
+            "cannot_say": CANNOT_SAY,
+            "all": [{"task": b.task, "benchmark": b.benchmark, "rescues": b.rescues, "harms": b.harms,
+                     "agents": b.agents, "effect": b.effect, "p": b.p, "q": b.q} for b in res.bundles]}
 
 
 # ---------------------------------------------------------------- pieces
@@ -605,6 +704,13 @@ def build_audit(
     metrics_doc = metrics.to_dict()
     prune_doc = _compact_recommendations(prune.to_dict())
     library_doc = [e.to_dict() for e in attr.library]
+    unlogged = runs.use_unlogged
+    bundles_doc = None
+    if unlogged.any():
+        say("per task-bundle effects across agents (skill use not logged)")
+        bundles_doc = bundles_section(runs.subset(unlogged))
+        if unlogged.all():
+            library_doc = []  # nothing retrieved to judge entries by: the bundle section says why
     verify_doc = None
     if arms is not None and "pruned" in arms.names:
         from ..verify import verify
@@ -613,7 +719,8 @@ def build_audit(
         verify_doc = verify(runs, arms, n_boot=min(n_boot, 2000), seed=seed).to_dict()
     result = AuditResult(
         verify=verify_doc,
-        headline=headline(metrics_doc, prune_doc, library_doc, verify_doc),
+        headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc),
+                  **({"bundles": bundles_doc} if bundles_doc else {})},
         library=library_doc,
         metrics=metrics_doc,
         skills=skills_doc,

@@ -110,9 +110,8 @@ def decomposition(metrics: dict[str, Any]) -> bytes | None:
     groups = [g for g in _pooled_groups(metrics) if g.get("oae") is not None]
     if not groups:
         return None
-    groups = groups[:8]
-    k = len(groups)
-    fig = _figure(7.2, 1.0 + 1.15 * k)
+    k = len(groups)  # every model: none is left out (shorter rows when there are many)
+    fig = _figure(7.2, 1.0 + (1.15 if k <= 8 else 0.75) * k)
     ax = fig.add_subplot(1, 1, 1)
     bars = ["OAE (all tasks)", "retrieved share × RAE", "skipped share × Δskip", "RAE (retrieved tasks)",
             "Δskip (skipped tasks)"]
@@ -122,8 +121,11 @@ def decomposition(metrics: dict[str, Any]) -> bytes | None:
     for gi, g in enumerate(groups):
         n = max(g["n_pairs"], 1)
         wr, ws = g["n_cond"] / n, g["n_skip"] / n
+        unlogged = g.get("n_use_unlogged", 0) == g["n_pairs"] > 0
         vals = [g.get("oae"), None if g.get("rae") is None else wr * g["rae"],
                 None if g.get("delta_skip") is None else ws * g["delta_skip"], g.get("rae"), g.get("delta_skip")]
+        if unlogged:  # nothing says which runs used the skills: OAE only, no split
+            vals = [g.get("oae"), None, None, None, None]
         cis = [g.get("oae_ci"), None, None, g.get("rae_ci"), g.get("delta_skip_ci")]
         base = (k - 1 - gi)
         for bi, (v, ci, col) in enumerate(zip(vals, cis, colours, strict=True)):
@@ -138,7 +140,8 @@ def decomposition(metrics: dict[str, Any]) -> bytes | None:
                 ax.errorbar(v * 100, y, xerr=[[max(v - ci[0], 0) * 100], [max(ci[1] - v, 0) * 100]],
                             fmt="none", ecolor=DARK, elinewidth=0.8, capsize=2)
         ticks.append(base)
-        ticklabels.append(f"{_short(g['model'], 34)}\n{g['n_cond']}/{g['n_pairs']} retrieved")
+        ticklabels.append(f"{_short(g['model'], 34)}\n" + ("use not logged" if unlogged
+                                                            else f"{g['n_cond']}/{g['n_pairs']} retrieved"))
     ax.set_yticks(ticks, ticklabels)
     ax.axvline(0, color=DARK, lw=0.8)
     ax.set_xlabel("effect on accuracy (percentage points; bars = 95% bootstrap CI)", fontsize=8.5)

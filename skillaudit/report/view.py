@@ -96,9 +96,12 @@ def _metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
         flags = []
         if g.get("sign_disagreement"):
             flags.append("sign")
-        if not g.get("reportable"):
+        unlogged = bool(g.get("n_pairs")) and g.get("n_use_unlogged", 0) == g["n_pairs"]
+        if unlogged:  # offered, use not recorded: no retrieval count to be "too small"
+            flags.append("use not logged")
+        elif not g.get("reportable"):
             flags.append("n<min")
-        rows.append({**g, "flags": flags, "pooled": g.get("benchmark") == "*"})
+        rows.append({**g, "flags": flags, "pooled": g.get("benchmark") == "*", "use_not_logged": unlogged})
     # one benchmark per model: the pooled row repeats it, so show it once
     by_model: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

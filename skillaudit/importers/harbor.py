@@ -1,0 +1,345 @@
+"""Harbor job folders, trial folders and trial `result.json` files to run logs.
+
+A Harbor *trial* is a folder holding `result.json` (`task_name`, `trial_name`, `config.agent`,
+`agent_info`, `verifier_result.rewards.reward`, `exception_info`) and, for some agents, the
+agent's trajectory under `agent/`. A *job* is a folder of trials with its own `result.json`
+(`n_total_trials`, `stats.evals.*.reward_stats` / `exception_stats` naming its trials).
+
+- Sides: `--enabled PATH...` / `--disabled PATH...`, or with bare paths from the words of the
+  path (`with-skills` / `skills` -> enabled; `without-skills`, `no-skills`, `noskills` -> disabled),
+  from the input's own name down to the trial; a path with words of both sides is an error naming
+  it; then `config.trials_dir` and `trial_uri`. The summary says which word decided.
+- Per trial: task = `task_name` (a string; `task_id` is an object in Harbor and is never used);
+  model = `<agent>:<model>` (`config.agent.name` / `agent_info.name`, `config.agent.model_name` /
+  `agent_info.model_info.name`); correct = reward >= `--threshold`. A trial with
+  `exception_info`, no verifier result or a non-numeric reward is an error record: left out, counted
+  and named, never a failure. Trials of one (model, task, side) are numbered 1..n in trial-name order.
+- Skill use from the Claude Code stream-json trajectory (`agent/claude-code.txt`): the init line's
+  `skills` are offered (duplicates collapse); an assistant `tool_use` named `Skill` with
+  `input.skill`, or a `Read` / `Bash` of a `.../skills/<name>/SKILL.md` path, is a use. Without a
+  readable trajectory the record says `"use_logged": false` and the summary names the trial.
+  Other agents' trajectory files are not read (their formats are not tested here): named as such.
+- A job whose `result.json` lists trials absent on disk: reported as missing, never invented.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..errors import ImportFormatError, InputError
+from ._common import DISABLED, ENABLED, ImportReport, Pairer, load_json, read_bytes
+
+EXPECTED = "a Harbor trial result.json (task_name, verifier_result, exception_info)"
+_OFF = re.compile(r"(?<![a-z0-9])(without[-_ ]?skills?|no[-_ ]?skills?|noskills?)(?![a-z0-9])", re.I)
+_ON = re.compile(r"(?<![a-z0-9])(with[-_ ]?skills?|skills)(?![a-z0-9])", re.I)
+_SKILL_MD = re.compile(r"skills/([A-Za-z0-9_.\-]+)/SKILL\.md")
+_MAX_DEPTH = 4  # folders below an input that are searched for result files
+
+
+@dataclass
+class _Trial:
+    path: str  # the result.json
+    folder: str | None  # the trial folder (None for a flattened result file)
+    side: str | None
+    how: str  # which word / option decided the side
+    data: dict[str, Any] = field(default_factory=dict)
+    detail: str = ""  # the path or field the deciding word was found in
+
+
+def _side_of_text(text: str) -> tuple[str | None, str | None, bool]:
+    """(side, word, ambiguous) from the words of a path or name."""
+    off = [m.group(1) for m in _OFF.finditer(text)]
+    masked = _OFF.sub(" ", text)
+    on = [m.group(1) for m in _ON.finditer(masked)]
+    if off and on:
+        return None, f"{on[0]!r} and {off[0]!r}", True
+    if off:
+        return DISABLED, off[0], False
+    if on:
+        return ENABLED, on[0], False
+    return None, None, False
+
+
+def _is_trial(d: Any) -> bool:
+    return isinstance(d, dict) and ("task_name" in d or "verifier_result" in d or "trial_name" in d)
+
+
+def _is_job(d: Any) -> bool:
+    return isinstance(d, dict) and ("n_total_trials" in d or "stats" in d) and not _is_trial(d)
+
+
+def _job_trials(d: dict[str, Any]) -> set[str]:
+    """Trial names a job's result.json lists (reward and exception stats, trial_results)."""
+    names: set[str] = set()
+    evals = (d.get("stats") or {}).get("evals") if isinstance(d.get("stats"), dict) else None
+    if isinstance(evals, dict):
+        for ev in evals.values():
+            if not isinstance(ev, dict):
+                continue
+            for key in ("reward_stats", "exception_stats"):
+                block = ev.get(key)
+                if not isinstance(block, dict):
+                    continue
+                groups = block.values() if key == "exception_stats" else [
+                    v for sub in block.values() if isinstance(sub, dict) for v in sub.values()]
+                for g in groups:
+                    if isinstance(g, list):
+                        names.update(x for x in g if isinstance(x, str))
+    for t in d.get("trial_results") or []:
+        if isinstance(t, dict) and isinstance(t.get("trial_name"), str):
+            names.add(t["trial_name"])
+    return names
+
+
+def _collect(arg: str, side: str | None, how: str, trials: list[_Trial], jobs: list[tuple[str, dict]]) -> None:
+    """Every trial result under `arg` (a job folder, trial folder, folder of result files, or file)."""
+    if os.path.isfile(arg):
+        _classify(arg, None, arg, side, how, trials, jobs, os.path.basename(arg))
+        return
+    if not os.path.isdir(arg):
+        raise InputError(f"{arg}: no such file or folder")
+    base = os.path.basename(os.path.normpath(arg))
+    stack = [(arg, 0, base)]
+    while stack:
+        folder, depth, rel = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise InputError(f"{folder}: cannot read: {exc.strerror or exc}") from None
+        for e in entries:
+            if e.is_file() and e.name.endswith(".json") and (e.name == "result.json" or e.name.endswith("result.json")):
+                trial_folder = folder if e.name == "result.json" else None
+                _classify(e.path, trial_folder, arg, side, how, trials, jobs,
+                          rel if e.name == "result.json" else f"{rel}/{e.name}")
+            elif e.is_dir() and depth < _MAX_DEPTH and e.name not in ("agent", "verifier", "artifacts"):
+                stack.append((e.path, depth + 1, f"{rel}/{e.name}"))
+
+
+def _classify(path: str, folder: str | None, arg: str, side: str | None, how: str,
+              trials: list[_Trial], jobs: list[tuple[str, dict]], rel: str) -> None:
+    data = load_json(path, EXPECTED)
+    if _is_job(data):
+        jobs.append((path, data))
+        return
+    if not _is_trial(data):
+        raise ImportFormatError(f"{path}: neither a Harbor trial result (task_name, verifier_result) "
+                                "nor a job result (n_total_trials, stats)")
+    if side is None:
+        s, word, ambiguous = _side_of_text(rel)
+        if ambiguous:
+            raise ImportFormatError(f"{path}: the path {rel!r} names both sides ({word}); give the sides "
+                                    "with --enabled / --disabled")
+        src, detail = f"the word {word!r} in the path", rel
+        if s is None:
+            cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
+            for name, text in (("config.trials_dir", cfg.get("trials_dir")), ("trial_uri", data.get("trial_uri"))):
+                if isinstance(text, str):
+                    s, word, ambiguous = _side_of_text(os.path.basename(os.path.dirname(text.rstrip("/")))
+                                                       if name == "trial_uri" else os.path.basename(text.rstrip("/")))
+                    if s is not None and not ambiguous:
+                        src, detail = f"the word {word!r} in {name}", text
+                        break
+                    s = None
+        if s is None:
+            raise ImportFormatError(f"{path}: cannot tell the side from the path {rel!r} (no with-skills / "
+                                    "without-skills / skills / noskills word); give --enabled / --disabled")
+        trials.append(_Trial(path, folder, s, src, data, detail))
+    else:
+        trials.append(_Trial(path, folder, side, how, data, arg))
+
+
+# ---------------------------------------------------------------- trajectories
+@dataclass(frozen=True)
+class Trajectory:
+    """What an agent's trajectory says: the skills offered and used, or why nothing could be read."""
+
+    offered: tuple[str, ...] = ()
+    used: tuple[str, ...] = ()
+    source: str | None = None  # the file read
+    problem: str | None = None  # why no skill use could be read
+
+
+def read_claude_code(path: str) -> Trajectory:
+    """Claude Code stream-json: init `skills` = offered; `Skill` tool_use / Read or Bash of a SKILL.md = used."""
+    data = read_bytes(path)
+    offered: dict[str, None] = {}
+    used: dict[str, None] = {}
+    init = False
+    parsed = 0
+    for line in data.splitlines():
+        line = line.strip()
+        if not line.startswith(b"{") or (b'"init"' not in line and b'"tool_use"' not in line):
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        parsed += 1
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("type") == "system" and obj.get("subtype") == "init":
+            init = True
+            for s in obj.get("skills") or []:
+                if isinstance(s, str) and s:
+                    offered.setdefault(s, None)
+        if obj.get("type") != "assistant":
+            continue
+        msg = obj.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for c in content if isinstance(content, list) else []:
+            if not isinstance(c, dict) or c.get("type") != "tool_use":
+                continue
+            name, inp = c.get("name"), c.get("input")
+            if not isinstance(inp, dict):
+                continue
+            if name == "Skill" and isinstance(inp.get("skill"), str) and inp["skill"]:
+                used.setdefault(inp["skill"], None)
+            elif name in ("Read", "Bash"):
+                text = inp.get("file_path") if name == "Read" else inp.get("command")
+                if isinstance(text, str):
+                    for m in _SKILL_MD.finditer(text):
+                        used.setdefault(m.group(1), None)
+    if not init:
+        return Trajectory(source=path, problem=f"{path}: no Claude Code init line (stream-json) found")
+    return Trajectory(tuple(offered), tuple(used), source=path)
+
+
+def trajectory_of(folder: str | None) -> Trajectory:
+    if folder is None:
+        return Trajectory(problem="a flattened result file: no trial folder, no trajectory")
+    agent_dir = os.path.join(folder, "agent")
+    cc = os.path.join(agent_dir, "claude-code.txt")
+    if os.path.isfile(cc):
+        return read_claude_code(cc)
+    if os.path.isdir(agent_dir):
+        others = sorted(e.name for e in os.scandir(agent_dir) if e.is_file())
+        if others:
+            return Trajectory(problem=f"agent/{others[0]} is not a trajectory format skillaudit reads "
+                                      "(only Claude Code's claude-code.txt)")
+    return Trajectory(problem="no agent/ trajectory")
+
+
+# ---------------------------------------------------------------- the import
+def _model(d: dict[str, Any], where: str) -> str:
+    cfg = d.get("config") if isinstance(d.get("config"), dict) else {}
+    agent_cfg = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
+    info = d.get("agent_info") if isinstance(d.get("agent_info"), dict) else {}
+    mi = info.get("model_info") if isinstance(info.get("model_info"), dict) else {}
+    agent = agent_cfg.get("name") or info.get("name")
+    model = agent_cfg.get("model_name") or mi.get("name")
+    for what, v in (("agent name", agent), ("model name", model)):
+        if v is not None and not isinstance(v, str):
+            raise ImportFormatError(f"{where}: config.agent: the {what} must be a string")
+    if agent and model:
+        return f"{agent}:{model}"
+    return model or agent or "default"
+
+
+def _outcome(d: dict[str, Any], threshold: float) -> tuple[bool | None, str | None]:
+    """(correct, None) or (None, why it is an error record)."""
+    exc = d.get("exception_info")
+    if exc:
+        text = exc.get("exception_type") or exc.get("exception_message") if isinstance(exc, dict) else exc
+        return None, f"the trial raised {str(text).strip()[:100]} (exception_info)"
+    vr = d.get("verifier_result")
+    if not isinstance(vr, dict):
+        return None, "no verifier result"
+    rewards = vr.get("rewards")
+    reward = rewards.get("reward") if isinstance(rewards, dict) else None
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or reward != reward:
+        return None, f"the reward is not a number ({str(reward)[:40]})"
+    return float(reward) >= threshold, None
+
+
+def import_harbor(
+    paths: Sequence[str] = (),
+    *,
+    enabled: Sequence[str] = (),
+    disabled: Sequence[str] = (),
+    threshold: float = 1.0,
+    model: str | None = None,
+    benchmark: str | None = None,
+) -> tuple[list[dict[str, Any]], ImportReport]:
+    """Read Harbor trials (sides given or read from their paths); return §3.1 records and a report."""
+    trials: list[_Trial] = []
+    jobs: list[tuple[str, dict]] = []
+    pairer = Pairer("harbor")
+    for arg in enabled:
+        pairer.source(arg)
+        _collect(arg, ENABLED, "--enabled", trials, jobs)
+    for arg in disabled:
+        pairer.source(arg)
+        _collect(arg, DISABLED, "--disabled", trials, jobs)
+    for arg in paths:
+        pairer.source(arg)
+        _collect(arg, None, "", trials, jobs)
+    bench = benchmark or "harbor"
+    rows = []
+    for t in trials:
+        d = t.data
+        where = f"trial {t.folder or t.path}"
+        task = d.get("task_name")
+        if not isinstance(task, str) or not task:
+            raise ImportFormatError(f"{t.path}: task_name: expected the task's name (a non-empty string), "
+                                    f"got {type(task).__name__}")
+        tname = d.get("trial_name") if isinstance(d.get("trial_name"), str) else os.path.basename(t.folder or t.path)
+        m = model or _model(d, t.path)
+        rows.append((m, task, t.side, tname, t, where))
+    rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+    counters: dict[tuple[str, str, str], int] = {}
+    decided: dict[str, int] = {}
+    no_traj: list[str] = []
+    used_any = 0
+    for m, task, side, tname, t, where in rows:
+        k = (m, task, side)
+        counters[k] = epoch = counters.get(k, 0) + 1
+        key = (m, bench, task, epoch)
+        decided[t.how] = decided.get(t.how, 0) + 1
+        correct, err = _outcome(t.data, threshold)
+        if err is not None:
+            pairer.skip(side, key, where, f"error record (not a failure): {err}")
+            continue
+        traj = trajectory_of(t.folder)
+        rec: dict[str, Any] = {"correct": correct}
+        meta: dict[str, Any] = {"source": t.path, "trial": tname, "side_from": f"{t.how} ({t.detail})"}
+        if traj.problem is None:
+            meta["trajectory"] = traj.source
+            if side == ENABLED:
+                rec["offered"] = list(traj.offered)
+                rec["retrievals"] = ([{"query": None, "skills": list(traj.used), "error": None}]
+                                     if traj.used else [])
+                used_any += bool(traj.used)
+            elif traj.offered:
+                pairer.note(f"{where}: a without-skills trial was offered skills {', '.join(traj.offered)}")
+        else:
+            meta["trajectory"] = None
+            meta["no_trajectory"] = traj.problem
+            no_traj.append(f"{tname} ({traj.problem})")
+            if side == ENABLED:
+                rec["use_logged"] = False
+        rec["meta"] = meta
+        pairer.add(side, key, rec, where)
+    read_names = {r[3] for r in rows}
+    for path, d in jobs:
+        listed = _job_trials(d)
+        missing = sorted(listed - read_names)
+        if missing:
+            pairer.note(f"{path}: the job lists {len(listed)} trial(s); {len(missing)} are not on disk and are "
+                        f"left out, not invented (first: {', '.join(missing[:3])})")
+    if no_traj:
+        pairer.note(f"{len(no_traj)} trial(s) without a readable trajectory (skill use not logged): "
+                    + "; ".join(no_traj[:5]) + (" ..." if len(no_traj) > 5 else ""))
+    pairer.note(f"{used_any} with-skills trial(s) used a skill per their trajectory")
+    pairer.paired_on = "(agent:model, task_name, trial number in trial-name order)"
+    pairer.naming = "sides from " + "; ".join(f"{how} ({n} trial(s))" for how, n in decided.items())
+    if benchmark:
+        pairer.naming += f"; benchmark {benchmark!r} (--benchmark)"
+    else:
+        pairer.naming += "; benchmark 'harbor' (default)"
+    return pairer.finish()
