@@ -74,6 +74,8 @@ class Limits:
     memory_mb: int = 1024
     fsize_mb: int = 16
     nproc: int = 64
+    disk_mb: int = 64  # the private tmpfs that is the working folder and /tmp (with namespaces)
+    inodes: int = 4096  # ... and how many files it can hold
 
 
 @dataclass
@@ -160,27 +162,38 @@ _SECCOMP_ARCH["arm64"] = _SECCOMP_ARCH["aarch64"]
 _EPERM, _ENOSYS = 1, 38
 
 
-def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """A classic-BPF seccomp program for this machine (None where none is known).
+_ARCH_INDEX = {"x86_64": 0, "aarch64": 1, "arm64": 1}
 
-    Another architecture's calling convention (e.g. int 0x80 on x86_64) kills the process; the
-    listed syscalls fail with EPERM; clone is allowed only for threads (CLONE_THREAD); clone3
-    fails with ENOSYS so that the C library falls back to clone, whose flags the filter can read.
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """A classic-BPF seccomp allow-list for this machine (None where none is known).
+
+    Another architecture's calling convention (e.g. int 0x80 on x86_64) and x32 syscalls kill the
+    process; clone is allowed only for threads (CLONE_THREAD); clone3 fails with ENOSYS so that the
+    C library falls back to clone, whose flags the filter can read; the syscalls of
+    `_syscalls.ALLOWED` are allowed and every other one (io_uring, keyctl, memfd_create, bpf,
+    userfaultfd, perf_event_open, sockets, execve, mount, unshare, ... and any syscall added to the
+    kernel later) fails with EPERM.
     """
-    spec = _SECCOMP_ARCH.get(machine or platform.machine())
+    from ._syscalls import ALLOWED
+
+    machine = machine or platform.machine()
+    spec = _SECCOMP_ARCH.get(machine)
     if spec is None or not sys.platform.startswith("linux"):
         return None
-    arch, blocked, clone_nr, clone3_nr, x32 = spec
+    arch, _blocked, clone_nr, clone3_nr, x32 = spec
+    col = _ARCH_INDEX[machine]
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, kill, errno = 0x7FFF0000, 0x80000000, 0x00050000
     prog: list[tuple[int, int, int, int]] = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
     if x32:
-        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, errno | _EPERM)]
-    for nr in sorted(blocked.values()):
-        prog += [(jeq, 0, 1, nr), (ret, 0, 0, errno | _EPERM)]
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]
     prog += [(jeq, 0, 1, clone3_nr), (ret, 0, 0, errno | _ENOSYS),
-             (jeq, 0, 3, clone_nr), (ld, 0, 0, 16), (jset, 1, 0, CLONE_THREAD), (ret, 0, 0, errno | _EPERM),
+             (jeq, 0, 4, clone_nr), (ld, 0, 0, 16), (jset, 1, 0, CLONE_THREAD), (ret, 0, 0, errno | _EPERM),
              (ret, 0, 0, allow)]
+    for nr in sorted({nrs[col] for nrs in ALLOWED.values() if nrs[col] >= 0}):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, allow)]
+    prog += [(ret, 0, 0, errno | _EPERM)]
     return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
 
 
@@ -230,7 +243,30 @@ def hidden_paths(python: str) -> tuple[bytes, ...]:
     return _hidden_cache[python]
 
 
-def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = ()):
+MS_BIND, MS_REMOUNT, MNT_DETACH = 0x1000, 0x20, 0x2
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41}
+# what of the host the new root shows, read-only: the Python runtime and the libraries it loads
+RUNTIME_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def _runtime_binds(python: str) -> tuple[tuple[bytes, bytes | None], ...]:
+    """(host path, symlink target or None) for each runtime folder of the new root."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for d in RUNTIME_DIRS:
+        if os.path.islink(d):
+            out.append((d.encode(), os.readlink(d).encode()))
+        elif os.path.isdir(d):
+            out.append((d.encode(), None))
+    real = os.path.realpath(python)
+    prefix = os.path.dirname(os.path.dirname(real))
+    if not any(real.startswith(os.path.realpath(d) + "/") for d in RUNTIME_DIRS if os.path.isdir(d)):
+        out.append((prefix.encode(), None))  # e.g. an interpreter under /opt
+    return tuple(out)
+
+
+def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = (), newroot: str | None = None,
+             work: str | None = None, binds: tuple[tuple[bytes, bytes | None], ...] = ()):
     def fn() -> None:  # runs in the child between fork and exec (the cwd is already entered)
         import resource
 
@@ -241,21 +277,132 @@ def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = ()):
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.nproc, limits.nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if ns:
-            # no network; private /tmp-like folders; the next fork starts a new PID namespace.
+            # no network; the next fork starts a new PID namespace; a new root that holds only the
+            # Python runtime (read-only), a few devices and the private working tmpfs.
             # Failing here fails the run: never fall back to running the code unisolated.
             libc = _libc()
             if libc.unshare(NS_FLAGS) != 0:
                 raise OSError("unshare failed")
             if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
                 raise OSError("cannot make the mounts private")
-            for d in PRIVATE_TMP:
-                if os.path.isdir(d) and libc.mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV,
-                                                   b"size=16m,mode=1777") != 0:
-                    raise OSError(f"cannot mount a private {d.decode()}")
-            for d in hide:  # best effort: the benchmarks' answers are not the candidate's business
-                libc.mount(b"tmpfs", d, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0")
+            if newroot is None or work is None:
+                raise OSError("no new root")
+            _build_root(libc, newroot.encode(), work.encode(), binds)
 
     return fn
+
+
+def _build_root(libc, root: bytes, work: bytes, binds) -> None:
+    """Mount a tiny tmpfs at `root`, bind the runtime read-only and `work` as /w and /tmp, pivot."""
+    def mnt(src, dst, fstype, flags, data=None, what=""):
+        if libc.mount(src, dst, fstype, flags, data) != 0:
+            raise OSError(f"cannot mount {what or dst.decode()}")
+
+    mnt(b"tmpfs", root, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,nr_inodes=256,mode=0755", "the new root")
+    for host, link in binds:
+        dst = root + host
+        if link is not None:
+            os.symlink(link, dst)
+            continue
+        os.makedirs(dst, exist_ok=True)
+        mnt(host, dst, None, MS_BIND | MS_REC)
+        mnt(b"none", dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.makedirs(root + b"/dev", exist_ok=True)
+    for dev in DEVICES:
+        src, dst = b"/dev/" + dev.encode(), root + b"/dev/" + dev.encode()
+        if os.path.exists(src):
+            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o666))
+            mnt(src, dst, None, MS_BIND)
+            mnt(b"none", dst, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC)
+    for d in (b"/w", b"/tmp", b"/proc", b"/old"):
+        os.makedirs(root + d, exist_ok=True)
+    for d in (b"/w", b"/tmp"):
+        mnt(work, root + d, None, MS_BIND)
+    os.symlink(b"/tmp", root + b"/dev/shm")
+    os.chdir(root)
+    nr = _PIVOT_ROOT.get(platform.machine())
+    if nr is None or libc.syscall(nr, b".", b"old") != 0:
+        raise OSError("pivot_root failed")
+    os.chdir(b"/")
+    if libc.umount2(b"/old", MNT_DETACH) != 0:
+        raise OSError("cannot detach the host's root")
+    os.rmdir(b"/old")
+    mnt(b"none", b"/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None, "the new root read-only")
+    os.chdir(b"/w")
+
+
+# One uid per concurrent sandbox (so RLIMIT_NPROC and kill-by-uid never reach a neighbour):
+# `_UID_BASE + slot`, with the base chosen per scorer process to keep two scorers apart.
+_UID_BASE = 1_000_000 + (os.getpid() % 20000) * 256
+_uid_lock = threading.Lock()
+_uids_in_use: set[int] = set()
+
+
+def _take_uid() -> int:
+    with _uid_lock:
+        slot = next(i for i in range(1 << 16) if _UID_BASE + i not in _uids_in_use)
+        _uids_in_use.add(_UID_BASE + slot)
+        return _UID_BASE + slot
+
+
+def _give_uid(uid: int) -> None:
+    with _uid_lock:
+        _uids_in_use.discard(uid)
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process whose real uid is `uid` (only this run's sandbox ever has it)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{name}").st_uid == uid:
+                os.kill(int(name), signal.SIGKILL)
+
+
+def _mount_tmpfs(path: str, limits: Limits, uid: int) -> bool:
+    """A size- and inode-limited tmpfs at `path` in the host's mount namespace (root only)."""
+    libc = _libc()
+    opts = f"size={limits.disk_mb}m,nr_inodes={limits.inodes},mode=0700,uid={uid},gid={uid}".encode()
+    return libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
+
+
+def _umount(path: str) -> None:
+    with contextlib.suppress(OSError):
+        _libc().umount2(path.encode(), MNT_DETACH)
+
+
+def _remove_tree(top: str) -> None:
+    """Remove a folder whatever it holds: deep trees (lifted one level per round, so neither the
+    path length nor recursion grows), unwritable folders (made writable first), symlinks (never
+    followed). Never raises."""
+    with contextlib.suppress(Exception):
+        shutil.rmtree(top)
+        return
+    for _ in range(100_000):
+        try:
+            names = os.listdir(top)
+        except OSError:
+            break
+        if not names:
+            break
+        for name in names:
+            p = os.path.join(top, name)
+            try:
+                st = os.lstat(p)
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(p)
+                    continue
+                os.chmod(p, 0o700)
+                kids = os.listdir(p)
+                if not kids:
+                    os.rmdir(p)
+                for k in kids:
+                    os.rename(os.path.join(p, k), os.path.join(top, secrets.token_hex(8)))
+            except OSError:
+                continue
+    with contextlib.suppress(OSError):
+        os.rmdir(top)
 
 
 def sandbox_python(drop: bool | None = None) -> str:
@@ -327,8 +474,8 @@ _sa_os.close(_sa_fd)
 def _sa_drop():
     if _sa_cfg["drop"]:
         _sa_os.setgroups([])
-        _sa_os.setgid(65534)
-        _sa_os.setuid(65534)
+        _sa_os.setgid(_sa_cfg["uid"])
+        _sa_os.setuid(_sa_cfg["uid"])
 
 
 def _sa_wait(pid):
@@ -391,7 +538,7 @@ def _seccomp_works(python: str) -> bool:
         code = seccomp_filter()
         ok = False
         if code is not None:
-            cfg = json.dumps({"drop": False, "pidns": False, "seccomp": code.hex(), "seccomp_required": True,
+            cfg = json.dumps({"drop": False, "uid": NOBODY, "pidns": False, "seccomp": code.hex(), "seccomp_required": True,
                               "argv": []})
             with tempfile.TemporaryDirectory(prefix="skillaudit-probe-") as d:
                 Path(d, "main.py").write_text(
@@ -419,11 +566,13 @@ def run_python(
     args: tuple[str, ...] = (),
     collect: tuple[str, ...] = (),
     disable: tuple[str, ...] = (),
+    collect_max: int | None = None,
 ) -> tuple[ExecResult, dict[str, bytes]]:
     """Run `script` in the sandbox; return its result and the bytes of the `collect` files.
 
     `args` reach the script as `sys.argv[1:]` without appearing in its command line. `disable`
-    (for tests of one layer at a time) may name "seccomp" and "namespaces".
+    (for tests of one layer at a time) may name "seccomp" and "namespaces". A collected file
+    larger than `collect_max` bytes (default: the file size limit) is left out, never read whole.
     """
     drop = _drop_privileges()
     python = sandbox_python(drop)
@@ -431,20 +580,30 @@ def run_python(
     code = seccomp_filter() if "seccomp" not in disable else None
     if code is not None and not _seccomp_works(python):
         code = None
-    cfg = json.dumps({"drop": drop, "pidns": ns, "seccomp": code.hex() if code else None,
+    uid = _take_uid() if drop else NOBODY
+    cfg = json.dumps({"drop": drop, "uid": uid, "pidns": ns, "seccomp": code.hex() if code else None,
                       "seccomp_required": code is not None, "argv": list(args)})
     work = tempfile.mkdtemp(prefix="skillaudit-sbx-")
     logs = tempfile.mkdtemp(prefix="skillaudit-log-")  # not writable by the sandbox user
+    newroot = tempfile.mkdtemp(prefix="skillaudit-root-") if ns else None
+    mounted = drop and _mount_tmpfs(work, limits, uid)
+    if ns and not mounted:
+        for d in (work, logs, newroot):
+            _remove_tree(d or "")
+        _give_uid(uid) if drop else None
+        raise HarnessError("the sandbox could not be set up: cannot mount its private working tmpfs")
     ns_fd = None
+    cap = collect_max if collect_max is not None else limits.fsize_mb * 1024 * 1024
     try:
         for name, data in {"main.py": script.encode(), **(files or {})}.items():
             Path(work, name).write_bytes(data)
         if drop:
             for name in os.listdir(work):
-                os.chown(os.path.join(work, name), NOBODY, NOBODY)
-            os.chown(work, NOBODY, NOBODY)
+                os.chown(os.path.join(work, name), uid, uid)
+            os.chown(work, uid, uid)
         os.chmod(work, 0o700)
-        env = {"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
+        home = "/w" if ns else work
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
         out_path, err_path = os.path.join(logs, "stdout"), os.path.join(logs, "stderr")
         start = time.monotonic()
@@ -452,10 +611,11 @@ def run_python(
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             try:
                 proc = subprocess.Popen(
-                    # main.py is opened relative to the cwd: /tmp may be a private tmpfs in here
-                    [python, "-s", "-P", "-c", BOOTSTRAP], cwd=work, env=env, stdin=subprocess.PIPE,
-                    stdout=out, stderr=err, start_new_session=True, close_fds=True,
-                    preexec_fn=_preexec(limits, ns, hidden_paths(python) if ns else ()),
+                    # main.py is opened relative to the cwd (/w inside the new root)
+                    [os.path.realpath(python) if ns else python, "-s", "-P", "-c", BOOTSTRAP], cwd=work,
+                    env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=_preexec(limits, ns, (), newroot, work, _runtime_binds(python) if ns else ()),
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise HarnessError(f"the sandbox could not be set up: {exc}") from None
@@ -476,32 +636,44 @@ def run_python(
                     os.killpg(proc.pid, signal.SIGKILL)
                 if ns_fd is not None:
                     _kill_namespace(os.fstat(ns_fd).st_ino)
+                if drop:
+                    _kill_uid(uid)
                 _kill_strays(work)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
         duration = time.monotonic() - start
-        cap = 200_000
+        log_cap = 200_000
 
         def read(path: str) -> str:
             with open(path, "rb") as fh:
-                return fh.read(cap).decode("utf-8", "replace")
+                return fh.read(log_cap).decode("utf-8", "replace")
 
         collected = {}
         for name in collect:
             with contextlib.suppress(OSError):
                 fd = os.open(os.path.join(work, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 with os.fdopen(fd, "rb") as fh:
-                    if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                        collected[name] = fh.read(limits.fsize_mb * 1024 * 1024 + 1)
+                    st = os.fstat(fh.fileno())
+                    if stat.S_ISREG(st.st_mode) and st.st_size <= cap:
+                        data = fh.read(cap + 1)
+                        if len(data) <= cap:
+                            collected[name] = data
         return ExecResult(proc.returncode if not timed_out else None, read(out_path),
                           read(err_path), timed_out, duration), collected
     finally:
         if ns_fd is not None:
             _kill_namespace(os.fstat(ns_fd).st_ino)
             os.close(ns_fd)
+        if drop:
+            _kill_uid(uid)
         _kill_strays(work)
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(logs, ignore_errors=True)
+        if mounted:
+            _umount(work)
+        for d in (work, logs, newroot):
+            if d:
+                _remove_tree(d)
+        if drop:
+            _give_uid(uid)
 
 
 # Prepended to every sandboxed program: refuse sockets and subprocesses even without a netns
