@@ -922,7 +922,9 @@ MARK = sys.argv[1]
 del sys.argv[1:]
 with open("payload.json", encoding="utf-8") as fh:
     P = json.load(fh)
-RECORDS = P["records"]
+RECORDS = {}
+for _k, _st, _v in P["records"]:
+    RECORDS.setdefault(_k, []).append((_st, _v))
 N = [0]
 
 class Unanswered(Exception):
@@ -935,11 +937,10 @@ def report(obj):
 def candidate(*args, **kw):
     i = N[0]
     N[0] += 1
-    if i >= len(RECORDS):
+    got = RECORDS.get(json.dumps(enc([list(args), kw])))
+    if not got:
         raise Unanswered("the answer stopped before test call %d" % i)
-    k, status, value = RECORDS[i]
-    if json.dumps(enc([list(args), kw])) != k:
-        raise Unanswered("test call %d got other arguments than the answer was called with" % i)
+    status, value = got.pop(0) if len(got) > 1 else got[0]
     if status != "ok":
         raise Unanswered(str(value)[:200])
     return dec(value)
@@ -957,6 +958,126 @@ except BaseException as exc:
     verdict = {"ok": False, "call": N[0] - 1, "error": type(exc).__name__ + ": " + str(exc)[:200]}
 sys.stdout = sys.__stdout__
 report(verdict)
+"""
+
+
+# HumanEval, step 1 (no candidate code at all): the problem's check() runs against a stand-in
+# for the answer that records the arguments of every call; each statement of check() is wrapped so
+# that a failing assert does not stop the recording. Only the arguments leave this process.
+HE_ARGS = GUARD + CODEC + r"""
+import ast, json, random, sys
+OUT_NAME = sys.argv[1]
+del sys.argv[1:]
+with open("payload.json", encoding="utf-8") as fh:
+    P = json.load(fh)
+CALLS = []
+
+class Any_:
+    def __eq__(self, o): return True
+    def __ne__(self, o): return False
+    def __lt__(self, o): return True
+    __le__ = __gt__ = __ge__ = __lt__
+    def __bool__(self): return True
+    def __hash__(self): return 0
+    def __len__(self): return 0
+    def __iter__(self): return iter(())
+    def __contains__(self, o): return True
+    def __getattr__(self, n): return self
+    def __call__(self, *a, **k): return self
+    def __getitem__(self, k): return self
+    def __float__(self): return 0.0
+    def __int__(self): return 0
+    def __index__(self): return 0
+    def __str__(self): return ""
+    def __abs__(self): return self
+    def __neg__(self): return self
+    def _op(self, *o): return self
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _op
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __round__ = _op
+
+def candidate(*args, **kw):
+    CALLS.append(enc([list(args), kw]))
+    return Any_()
+
+class Wrap(ast.NodeTransformer):
+    def wrap(self, body):
+        out = []
+        for st in body:
+            self.visit(st)
+            out.append(ast.Try(body=[st], handlers=[ast.ExceptHandler(type=ast.Name("Exception", ast.Load()),
+                                                                       name=None, body=[ast.Pass()])],
+                               orelse=[], finalbody=[]))
+        return out
+    def generic_visit(self, node):
+        for f in ("body", "orelse", "finalbody"):
+            b = getattr(node, f, None)
+            if isinstance(b, list) and b and isinstance(b[0], ast.stmt):
+                setattr(node, f, self.wrap(b))
+        return node
+
+tree = ast.parse(P["context"])
+for node in tree.body:
+    if isinstance(node, ast.FunctionDef) and node.name == "check":
+        node.body = Wrap().wrap(node.body)
+ast.fix_missing_locations(tree)
+sink = __import__("io").StringIO()
+sys.stdout = sink
+T = {"__name__": "__check__"}
+exec(compile(tree, "check.py", "exec"), T)
+T[P["entry_point"]] = candidate
+random.seed(0)
+try:
+    T["check"](candidate)
+except BaseException:
+    pass
+sys.stdout = sys.__stdout__
+with open(OUT_NAME, "w", encoding="utf-8") as fh:
+    json.dump(CALLS, fh)
+"""
+
+# Runs an answer on a list of calls ([args, kwargs] in tagged JSON) and records each output (or
+# the exception) as tagged JSON in the file named by argv[1]. The process holds the arguments and
+# the answer's code, nothing else: no test, no expected value.
+CALLS_RUNNER = GUARD + CODEC + r"""
+import copy, io, json, random, sys
+OUT_NAME = sys.argv[1]
+del sys.argv[1:]
+with open("payload.json", encoding="utf-8") as fh:
+    P = json.load(fh)
+CALLS = [dec(c) for c in P["calls"]]
+del P["calls"]
+STATE = {"load": None, "outputs": []}
+
+def save():
+    with open(OUT_NAME, "w", encoding="utf-8") as fh:
+        json.dump(STATE, fh)
+
+sink = io.StringIO()
+sys.stdout = sink
+ns = {"__name__": "__solution__"}
+try:
+    exec(compile(P["code"], "solution.py", "exec"), ns)
+    fn = ns[P["entry_point"]]
+except BaseException as exc:
+    STATE["load"] = type(exc).__name__ + ": " + str(exc)[:300]
+    sys.stdout = sys.__stdout__
+    save()
+    raise SystemExit(0)
+del P
+random.seed(0)
+for args, kw in CALLS:
+    a, k = copy.deepcopy((args, kw))
+    try:
+        out = fn(*a, **k)
+        try:
+            STATE["outputs"].append(["ok", enc(out)])
+        except BaseException:
+            STATE["outputs"].append(["ok", {"r": "unencodable"}])
+    except BaseException as exc:
+        STATE["outputs"].append(["error", type(exc).__name__ + ": " + str(exc)[:200]])
+    sink.seek(0); sink.truncate()
+sys.stdout = sys.__stdout__
+save()
 """
 
 
@@ -1027,9 +1148,10 @@ def _marked(result: ExecResult, mark: str) -> dict[str, Any] | None:
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(mark):
             try:
-                return json.loads(line[len(mark):])
-            except ValueError:
+                doc = json.loads(line[len(mark):])
+            except (ValueError, RecursionError):
                 return None
+            return doc if isinstance(doc, dict) else None
     return None
 
 
@@ -1268,12 +1390,110 @@ def _check_context(task) -> str:
     return test
 
 
-def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[Score, str]:
-    """Run HumanEval's `check(entry_point)` on the extracted code; the verdict comes from a replay.
+# the largest outputs document of a candidate the scorer reads (larger: a scored failure, unread)
+OUTPUTS_MAX = 8 * 1024 * 1024
+REASON_MAX = 200
 
-    Run 1 records what the answer returns to each of check()'s calls; run 2, without the answer's
-    code, replays those outputs through check() and decides. Nothing run 1 writes, prints or
-    registers can pass the answer unless the recorded outputs themselves satisfy check().
+
+def _reason(text: Any, cap: int = REASON_MAX) -> str:
+    """Candidate-controlled text for a verdict's reason: non-printable and non-ASCII characters
+    escaped, at most `cap` characters."""
+    s = text if isinstance(text, str) else str(text)
+    s = s[: cap * 4].encode("ascii", "backslashreplace").decode("ascii")
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+    return s if len(s) <= cap else s[: cap - 3] + "..."
+
+
+@dataclass(frozen=True)
+class CallsResult:
+    """What an answer returned on a list of calls: one (status, value) per call it got to
+    (status "ok" with the decoded output, or "error" with a short reason), or why it did not run."""
+
+    outputs: tuple[tuple[str, Any], ...]
+    load_error: str | None = None
+    failure: str | None = None  # timeout, crash, unreadable or oversized outputs
+    raw: tuple[tuple[str, Any], ...] = ()  # the outputs as tagged JSON (for a replay)
+
+    @property
+    def ok(self) -> bool:
+        return self.load_error is None and self.failure is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outputs": [[s, repr(v)[:200]] for s, v in self.outputs], "load_error": self.load_error,
+                "failure": self.failure}
+
+
+def run_calls(code: str, entry_point: str, calls: list[tuple[list[Any], dict[str, Any]]],
+              limits: Limits = Limits()) -> CallsResult:
+    """Run `entry_point` of `code` on each (args, kwargs) of `calls` in the sandbox; return the
+    recorded outputs. The sandboxed process holds the code and the arguments only (never a test or
+    an expected value), so the caller decides outside it. Never raises on anything the code does;
+    raises HarnessError only when the sandbox cannot be set up."""
+    enc_calls = [_encode_output([list(a), dict(k)]) for a, k in calls]
+    return _run_encoded_calls(code, entry_point, enc_calls, limits)
+
+
+def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits: Limits) -> CallsResult:
+    name = f"outputs-{secrets.token_hex(8)}.json"
+    payload = json.dumps({"code": code, "entry_point": entry_point, "calls": enc_calls})
+    res, got = run_python(CALLS_RUNNER, {"payload.json": payload.encode()}, limits, args=(name,),
+                          collect=(name,), collect_max=OUTPUTS_MAX)
+    if res.timed_out:
+        return CallsResult((), failure=f"timeout after {res.duration_s:.1f}s")
+    if name not in got:
+        return CallsResult((), failure="exited before the calls finished" if res.returncode == 0
+                           else _reason(_failure_reason(res, "solution")))
+    try:
+        doc = json.loads(got[name])
+        load, rows = doc["load"], doc["outputs"]
+        if not isinstance(rows, list) or len(rows) > len(enc_calls) or not all(
+                isinstance(r, list) and len(r) == 2 and r[0] in ("ok", "error") for r in rows):
+            raise ValueError("malformed outputs")
+        if load is not None:
+            return CallsResult((), load_error=_reason(load))
+        outputs = tuple((st, _decode_output(v) if st == "ok" else _reason(v)) for st, v in rows)
+    except Exception:  # noqa: BLE001 - whatever the answer wrote, an undecodable document is a failure
+        return CallsResult((), failure="unreadable outputs")
+    return CallsResult(outputs, raw=tuple((st, v) for st, v in rows))
+
+
+_he_calls_cache: dict[str, list[Any]] = {}
+_he_calls_lock = threading.Lock()
+
+
+def humaneval_calls(task) -> list[Any]:
+    """The arguments of every call check() makes (tagged JSON), found by running check() against a
+    recording stand-in in the sandbox, without any candidate code (cached per problem)."""
+    import hashlib
+
+    context = _check_context(task)
+    key = hashlib.sha256((task.data["entry_point"] + "\0" + context).encode()).hexdigest()
+    with _he_calls_lock:
+        if key in _he_calls_cache:
+            return _he_calls_cache[key]
+    name = f"calls-{secrets.token_hex(8)}.json"
+    payload = json.dumps({"context": context, "entry_point": task.data["entry_point"]})
+    res, got = run_python(HE_ARGS, {"payload.json": payload.encode()},
+                          Limits(timeout_s=60, cpu_s=60, memory_mb=2048, fsize_mb=64), args=(name,),
+                          collect=(name,))
+    try:
+        calls = json.loads(got[name])
+        if not isinstance(calls, list):
+            raise ValueError("not a list")
+    except (KeyError, ValueError) as exc:
+        raise HarnessError(f"{task.task_id}: the calls of check() could not be listed "
+                           f"({_failure_reason(res, 'check')}: {type(exc).__name__})") from None
+    with _he_calls_lock:
+        _he_calls_cache[key] = calls
+    return calls
+
+
+def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[Score, str]:
+    """HumanEval: the answer's outputs on check()'s arguments, judged by check() outside its process.
+
+    Step 1 lists check()'s calls without any candidate code (`humaneval_calls`); step 2 runs the
+    answer on those arguments only (`run_calls`: its process holds no test and no expected value);
+    step 3, without the answer's code, replays the outputs through check() and decides.
     """
     code = extract_code(answer_text)
     entry = task.data["entry_point"]
@@ -1283,43 +1503,32 @@ def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[
         code = prompt + answer_text
     header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
     context = _check_context(task)
-    name = f"calls-{secrets.token_hex(8)}.json"
-    payload = json.dumps({"code": f"{header}\n{code}\n", "entry_point": entry, "context": context})
-    res, got = run_python(HE_RECORD, {"payload.json": payload.encode()}, limits, args=(name,), collect=(name,))
-    if res.timed_out:
-        return Score(False, f"timeout after {res.duration_s:.1f}s"), code
-    if name not in got:
-        if res.returncode == 0:
+    calls = humaneval_calls(task)
+    got = _run_encoded_calls(f"{header}\n{code}\n", entry, calls, limits)
+    if got.load_error is not None:
+        if got.load_error.startswith("SystemExit"):
             return Score(False, "exited before check() finished"), code
-        return Score(False, _failure_reason(res, "check")), code
-    try:
-        doc = json.loads(got[name])
-        load, records = doc["load"], doc["records"]
-        if not isinstance(records, list) or not all(
-                isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and r[1] in ("ok", "error")
-                for r in records):
-            raise ValueError("malformed records")
-    except (ValueError, TypeError, KeyError, RecursionError):
-        return Score(False, "unreadable outputs"), code
-    if load is not None:
-        if str(load).startswith("SystemExit"):
+        return Score(False, f"failed load: {got.load_error}"), code
+    if got.failure is not None:
+        if got.failure.startswith("exited before"):
             return Score(False, "exited before check() finished"), code
-        return Score(False, f"failed load: {load}"), code
+        return Score(False, got.failure), code
+    records = [[json.dumps(c), st, v if st == "ok" else _reason(v)] for c, (st, v) in zip(calls, got.raw)]
     mark = "@@" + secrets.token_hex(8) + "@@"
     replay = json.dumps({"context": context, "entry_point": entry, "records": records})
     res2, _ = run_python(HE_REPLAY, {"payload.json": replay.encode()},
                          Limits(timeout_s=max(limits.timeout_s, 10.0), cpu_s=max(limits.cpu_s, 10),
                                 memory_mb=max(limits.memory_mb, 1024), fsize_mb=limits.fsize_mb,
-                                nproc=limits.nproc), args=(mark,))
+                                nproc=limits.nproc, disk_mb=max(limits.disk_mb, 64)), args=(mark,))
     verdict = _marked(res2, mark)
     if verdict is None:
-        return Score(False, _failure_reason(res2, "check replay")), code
+        return Score(False, _reason(_failure_reason(res2, "check replay"))), code
     if verdict.get("ok"):
         return Score(True, "passed", {"calls": verdict.get("calls")}), code
     err = str(verdict.get("error"))
     if err.startswith("Unanswered: the answer stopped"):
         return Score(False, "exited before check() finished"), code
-    return Score(False, f"failed test call {verdict.get('call')}: {err}"[:300]), code
+    return Score(False, _reason(f"failed test call {verdict.get('call')}: {err}", 300)), code
 
 
 # ---- math ---------------------------------------------------------------------------------------
