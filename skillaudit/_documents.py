@@ -25,7 +25,7 @@ import orjson
 
 from .errors import InputError
 
-DEFAULT_MAX_MB = 256
+DEFAULT_MAX_MB = 128
 DEFAULT_MAX_DEPTH = 100
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -65,20 +65,20 @@ def read_document_bytes(path: str | os.PathLike[str], max_bytes: int | None = No
             if st.st_size > cap:
                 raise _too_big(path, cap)
             os.set_blocking(fd, True)
-            chunks, total = [], 0
-            while True:
-                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > cap:  # the file grew while being read
-                    raise _too_big(path, cap)
-            return b"".join(chunks)
+            with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:  # one allocation of the file's size
+                data = fh.read(st.st_size + 1)
+                while data is not None and len(data) <= cap:
+                    more = fh.read(cap + 1 - len(data))  # a short read, or a file that grew
+                    if not more:
+                        break
+                    data += more
+            if data is None or len(data) > cap:
+                raise _too_big(path, cap)
+            return data
         if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
             raise err(f"{path}: not a regular file or a stream")
         deadline = time.monotonic() + timeout_s
-        chunks, total = [], 0
+        buf = bytearray()
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -87,14 +87,14 @@ def read_document_bytes(path: str | os.PathLike[str], max_bytes: int | None = No
             if not ready:
                 continue
             try:
-                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+                chunk = os.read(fd, min(1 << 20, cap + 1 - len(buf)))
             except BlockingIOError:
                 continue
             if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > cap:
+                return bytes(buf)
+            buf += chunk
+            if len(buf) > cap:
+                del buf
                 raise _too_big(path, cap)
     except OSError as exc:
         raise err(f"{path}: cannot read: {exc.strerror or exc}") from None

@@ -1452,7 +1452,7 @@ def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits
         if load is not None:
             return CallsResult((), load_error=_reason(load))
         outputs = tuple((st, _decode_output(v) if st == "ok" else _reason(v)) for st, v in rows)
-    except Exception:  # noqa: BLE001 - whatever the answer wrote, an undecodable document is a failure
+    except Exception:
         return CallsResult((), failure="unreadable outputs")
     return CallsResult(outputs, raw=tuple((st, v) for st, v in rows))
 
@@ -1513,7 +1513,7 @@ def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[
         if got.failure.startswith("exited before"):
             return Score(False, "exited before check() finished"), code
         return Score(False, got.failure), code
-    records = [[json.dumps(c), st, v if st == "ok" else _reason(v)] for c, (st, v) in zip(calls, got.raw)]
+    records = [[json.dumps(c), st, v if st == "ok" else _reason(v)] for c, (st, v) in zip(calls, got.raw, strict=False)]
     mark = "@@" + secrets.token_hex(8) + "@@"
     replay = json.dumps({"context": context, "entry_point": entry, "records": records})
     res2, _ = run_python(HE_REPLAY, {"payload.json": replay.encode()},
