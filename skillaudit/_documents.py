@@ -27,7 +27,7 @@ from .errors import InputError
 
 DEFAULT_MAX_MB = 128
 DEFAULT_MAX_DEPTH = 100
-DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_TIMEOUT_S = 3.0
 
 
 def max_document_bytes() -> int:
@@ -122,9 +122,9 @@ def check_tree(doc: Any, path: Any, max_depth: int = DEFAULT_MAX_DEPTH,
             if node != node or node in (float("inf"), float("-inf")):
                 raise err(f"{path}: {_json_path(where)}: a number that is not finite")
         elif isinstance(node, dict):
-            stack.extend((v, [*where, k]) for k, v in node.items())
+            stack.extend(reversed([(v, [*where, k]) for k, v in node.items()]))
         elif isinstance(node, list):
-            stack.extend((v, [*where, i]) for i, v in enumerate(node))
+            stack.extend(reversed([(v, [*where, i]) for i, v in enumerate(node)]))
     return doc
 
 
@@ -134,7 +134,7 @@ def parse_document(data: bytes, path: Any, max_depth: int = DEFAULT_MAX_DEPTH, e
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        what = "nested too deeply" if "recursion" in str(exc).lower() else exc.msg
+        what = "nested too deeply" if "depth" in str(exc).lower() or "recursion" in str(exc).lower() else exc.msg
         tail = f"; expected {expected}" if expected else ""
         raise err(f"{path}:{exc.lineno}: not valid JSON ({what}){tail}") from None
     return check_tree(doc, path, max_depth, err)
@@ -201,17 +201,19 @@ def check_schema(doc: Any, spec: Any, path: Any, err: type[InputError] = InputEr
         elif isinstance(sp, list):
             if not isinstance(node, list):
                 raise err(f"{path}: {_json_path(where)}: expected a list, got {_kind_name(node)}")
-            stack.extend((v, sp[0], [*where, i]) for i, v in enumerate(node))
+            stack.extend(reversed([(v, sp[0], [*where, i]) for i, v in enumerate(node)]))
         elif isinstance(sp, dict):
             if not isinstance(node, dict):
                 raise err(f"{path}: {_json_path(where)}: expected an object, got {_kind_name(node)}")
+            todo = []
             for key, sub in sp.items():
                 name = key.lstrip("!")
                 if name not in node:
                     if key.startswith("!"):
                         raise err(f"{path}: {_json_path([*where, name])}: missing")
                     continue
-                stack.append((node[name], sub, [*where, name]))
+                todo.append((node[name], sub, [*where, name]))
+            stack.extend(reversed(todo))
 
 
 def nullable(spec: Any) -> tuple[bool, Any]:
