@@ -59,7 +59,10 @@ def mbpp(cache: str | None) -> None:
 
     def one(task):
         r = rows[task.task_id]
-        s, _ = scorer.score(task, "```python\n" + r["canonical_solution"] + "\n```")
+        try:
+            s, _ = scorer.score(task, "```python\n" + r["canonical_solution"] + "\n```")
+        except Exception as exc:  # noqa: BLE001 - an infrastructure error is counted, not fatal
+            return task.task_id, type("E", (), {"correct": False, "reason": f"error: {exc}"})()
         return task.task_id, s
 
     with ThreadPoolExecutor(2) as ex:

@@ -143,7 +143,7 @@ def test_reader_units(tmp_path):
         check_tree({"a": [1.0, float("nan")]}, p)
     r, w = os.pipe()  # a writer that never writes nor closes
     try:
-        with pytest.raises(InputError, match="no end of data within 0.2 s"):
+        with pytest.raises(InputError, match=r"no end of data within 0\.2 s"):
             read_document_bytes(f"/proc/self/fd/{r}", timeout_s=0.2)
     finally:
         os.close(r)

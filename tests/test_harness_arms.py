@@ -6,6 +6,7 @@ import json
 import random
 import re
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -344,10 +345,10 @@ def test_cli_run_of_only_errors_exits_2_and_out_may_not_be_the_base(base):
               "--endpoint", "http://127.0.0.1:9", "--model", "fake-model", "--tool-mode", "chatml",
               "--tool-choice", "required", "--max-calls", "1", "--max-tokens", "64", "--retries", "0",
               "--request-timeout", "2", "--quiet", "--arms", "empty", "--base", opts.out]
-    before = open(opts.out, "rb").read()
+    before = Path(opts.out).read_bytes()
     r = CliRunner().invoke(cli, [*common, "--out", opts.out])
     assert r.exit_code == 2 and r.output.strip().endswith("is the --base input; choose another file"), r.output
-    assert open(opts.out, "rb").read() == before
+    assert Path(opts.out).read_bytes() == before
     out = tmp / "dead.jsonl"
     r = CliRunner().invoke(cli, [*common, "--out", str(out)])
     assert r.exit_code == 2, r.output
