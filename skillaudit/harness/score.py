@@ -34,6 +34,7 @@ import os
 import pickle
 import platform
 import re
+import reprlib
 import secrets
 import shutil
 import signal
@@ -87,6 +88,7 @@ class ExecResult:
     stderr: str
     timed_out: bool
     duration_s: float
+    oversized: tuple[str, ...] = ()  # collected files left unread: larger than the cap
 
 
 @dataclass
@@ -649,6 +651,7 @@ def run_python(
                 return fh.read(log_cap).decode("utf-8", "replace")
 
         collected = {}
+        oversized = []
         for name in collect:
             with contextlib.suppress(OSError):
                 fd = os.open(os.path.join(work, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -658,8 +661,11 @@ def run_python(
                         data = fh.read(cap + 1)
                         if len(data) <= cap:
                             collected[name] = data
+                            continue
+                    if stat.S_ISREG(st.st_mode):
+                        oversized.append(name)
         return ExecResult(proc.returncode if not timed_out else None, read(out_path),
-                          read(err_path), timed_out, duration), collected
+                          read(err_path), timed_out, duration, tuple(oversized)), collected
     finally:
         if ns_fd is not None:
             _kill_namespace(os.fstat(ns_fd).st_ino)
@@ -1342,19 +1348,31 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
     mark = "@@" + secrets.token_hex(8) + "@@"
     name = f"outputs-{secrets.token_hex(8)}.json"
     res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits, args=(mark, name),
-                            collect=(name,))
+                            collect=(name,), collect_max=OUTPUTS_MAX)
     if res.timed_out:
         return Score(False, f"timeout after {res.duration_s:.1f}s"), code
     verdict = _marked(res, mark)
     if verdict is not None and not verdict.get("ok"):
-        return Score(False, f"failed {verdict.get('stage')}: {verdict.get('error')}"), code
+        return Score(False, _reason(f"failed {verdict.get('stage')}: {verdict.get('error')}", 300)), code
+    if name in res.oversized:
+        return Score(False, f"outputs larger than {OUTPUTS_MAX >> 20} MiB"), code
     if verdict is None or name not in files:
-        return Score(False, _failure_reason(res, "solution")), code
+        return Score(False, _reason(_failure_reason(res, "solution"))), code
     try:
         outputs = _decode_results(json.loads(files[name]), inputs)
-    except (ValueError, TypeError, KeyError, RecursionError):
+        for group, rows in outputs.items():
+            if len(rows) > len(inputs[group]):
+                raise ValueError("more outputs than inputs")
+    except Exception:  # whatever the answer wrote, an undecodable document is a failure
         return Score(False, "unreadable outputs"), code
     return _compare(entry, outputs, expected, task.data["atol"], not_none), code
+
+
+def _safe_repr(x: Any) -> str:
+    try:
+        return reprlib.repr(x)
+    except Exception:  # a decoded output is builtins only, but never let repr raise
+        return "<unprintable>"
 
 
 def _compare(entry: str, outputs: dict[str, list[Any]], expected: dict[str, list[Any]], atol: float,
@@ -1369,9 +1387,9 @@ def _compare(entry: str, outputs: dict[str, list[Any]], expected: dict[str, list
                 continue  # the canonical solution itself fails here: not a test
             st, out = outs[i] if i < len(outs) else ("error", "no output")
             if st != "ok":
-                return Score(False, f"failed {group} test {i}: {out}")
+                return Score(False, _reason(f"failed {group} test {i}: {out}", 300))
             if not _output_matches(entry, out, exp, atol, not_none):
-                return Score(False, f"failed {group} test {i}: wrong output: {repr(out)[:150]}")
+                return Score(False, _reason(f"failed {group} test {i}: wrong output: {_safe_repr(out)}", 300))
             n += 1
         passed[group] = n
     return Score(True, "passed", {"passed": passed})
@@ -1440,6 +1458,8 @@ def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits
                           collect=(name,), collect_max=OUTPUTS_MAX)
     if res.timed_out:
         return CallsResult((), failure=f"timeout after {res.duration_s:.1f}s")
+    if name in res.oversized:
+        return CallsResult((), failure=f"outputs larger than {OUTPUTS_MAX >> 20} MiB")
     if name not in got:
         return CallsResult((), failure="exited before the calls finished" if res.returncode == 0
                            else _reason(_failure_reason(res, "solution")))
@@ -1645,10 +1665,15 @@ class Scorer:
 
     def score(self, task, answer_text: str) -> tuple[Score, str]:
         """(verdict, the answer to log: extracted code or the final text)."""
-        if task.benchmark == "mbpp_plus":
-            return score_mbpp(task, answer_text, self.oracles, self.limits)
-        if task.benchmark == "humaneval":
-            return score_humaneval(task, answer_text, self.limits)
+        if task.is_code:
+            try:
+                if task.benchmark == "mbpp_plus":
+                    return score_mbpp(task, answer_text, self.oracles, self.limits)
+                return score_humaneval(task, answer_text, self.limits)
+            except HarnessError:
+                raise  # the sandbox itself failed: an error record, never a verdict
+            except Exception as exc:  # whatever the answer made of its results: a scored failure
+                return Score(False, f"unreadable results ({type(exc).__name__})"), answer_text
         score, pred = score_math(task, answer_text)
         score.details["extracted"] = pred
         return score, answer_text
