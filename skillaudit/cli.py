@@ -7,7 +7,6 @@ into one-line messages (exit 2 for bad input) via `reports_errors`.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -918,7 +917,9 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     if as_json:
         from pathlib import Path
 
-        doc = json.loads((Path(written["out"]) / "audit.json").read_text(encoding="utf-8"))
+        from ._documents import read_document
+
+        doc = read_document(Path(written["out"]) / "audit.json", max_depth=1000)
         emit_json({**doc, "report": written})
         return
     h = result.headline
@@ -1126,6 +1127,8 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
                         request_timeout_s=request_timeout, retries=retries, top_k=top_k)
     if (base_path or prune_ids) and not arms:
         raise InputError("--base and --prune go with --arms")
+    _out_is_not_an_input(out_path, {"--base": base_path, "--data": data, "--skills": skills_path,
+                                    "--prune": prune_ids, "--exclude-skills": exclude_skills})
     opts = RunOptions(benchmark=benchmark, out=out_path, agent=agent, skills=skills_path, data=data,
                       limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
                       exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,
@@ -1135,8 +1138,13 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
     summary = run(opts, quiet=quiet or as_json)
     for w in summary.warnings:
         warn(w)
+    # a run whose every record is an error (a dead endpoint, a broken sandbox) is a failure
+    all_errors = summary.written > 0 and summary.errors >= summary.written
     if as_json:
         emit_json({"schema": "skillaudit.run/v1", **dataclasses.asdict(summary)})
+        if all_errors:
+            raise CommandError(f"{summary.out}: every one of the {summary.written} record(s) of this run "
+                               "is an error (see their 'error' field)")
         return
     if not quiet:
         n_en = summary.written  # records this session
@@ -1148,6 +1156,22 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
         else:
             click.echo(f"correct: enabled {summary.correct['enabled']}, disabled {summary.correct['disabled']}; "
                        f"enabled runs that searched {summary.invoked}, got skills {summary.retrieved}", err=True)
+    if all_errors:
+        raise CommandError(f"{summary.out}: every one of the {summary.written} record(s) of this run is an "
+                           "error (see their 'error' field)")
+
+
+def _out_is_not_an_input(out_path: str, inputs: dict[str, str | None]) -> None:
+    """--out may not be (the same file as) one of the command's inputs: the log would be appended to it."""
+    def same(a: str, b: str) -> bool:
+        try:
+            return os.path.samefile(a, b)
+        except OSError:
+            return os.path.realpath(a) == os.path.realpath(b)
+
+    for opt, value in inputs.items():
+        if value and (os.path.exists(value) or opt in ("--base", "--data", "--skills")) and same(out_path, value):
+            raise CommandError(f"--out {out_path}: is the {opt} input; choose another file")
 
 
 # ---- check / diff (CI gate)
@@ -1264,11 +1288,14 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
     sets = None
     if prune_json is not None:
         if os.path.isfile(prune_json) and prune_json.endswith(".json"):
+            from ._documents import read_document
+
+            doc = read_document(prune_json)
             try:
-                doc = json.loads(open(prune_json, encoding="utf-8").read())  # noqa: SIM115 - read at once
-            except (OSError, ValueError) as exc:
-                raise CommandError(f"{prune_json}: cannot read a prune --json document ({exc})") from None
-            sets = prune_sets_of(doc)
+                sets = prune_sets_of(doc, prune_json)
+            except InputError as exc:
+                msg = str(exc)
+                raise CommandError(msg if msg.startswith(prune_json) else f"{prune_json}: {msg}") from None
         else:
             from .harness.runner import parse_exclude
 

@@ -15,7 +15,6 @@ stored `audit.json` is a baseline and `check` builds the same sections from the 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,20 +47,34 @@ class Failure:
                 "skill_id": self.skill_id, "message": self.message, "evidence": self.evidence}
 
 
+_CI = (True, ["num|null"])
+_AUDIT_SPEC = {
+    "!schema": "str",
+    "!metrics": {"groups": [{"!model": "str", "benchmark": "str|null", "rae": "num|null", "rae_ci": _CI,
+                             "reportable": "bool|null", "p_cond": "num|null", "mcnemar_p_cond": "num|null"}]},
+    "!recommendations": {
+        "recommendations": [{"scope": "str", "!action": "str", "skill_id": "str|null",
+                             "models": (True, ["str"]), "evidence": (True, "object")}],
+        "library": [{"!model": "str", "!benchmark": "str", "verdict": "str|null", "direction": "str|null",
+                     "mean_effect": "num|null", "mean_effect_ci": _CI, "heterogeneity_p": "num|null"}],
+    },
+    "library": (True, [{"!model": "str", "!benchmark": "str", "verdict": "str|null", "direction": "str|null",
+                        "mean_effect": "num|null", "mean_effect_ci": _CI, "heterogeneity_p": "num|null"}]),
+}
+
+
 def load_audit_doc(path: str | Path) -> dict[str, Any]:
-    """An audit.json (or a `check --json` document, which carries the same sections)."""
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read an audit document ({exc})") from None
+    """An audit.json (or a `check --json` document, which carries the same sections), read by the
+    bounded document reader and checked field by field (one line naming the JSON path)."""
+    from ._documents import check_schema, read_document
+
+    doc = read_document(path)
     if not isinstance(doc, dict) or doc.get("schema") not in ("skillaudit.audit/v1", CHECK_SCHEMA):
         raise InputError(f"{path}: not an audit.json (skillaudit.audit/v1) or a check --json document")
     for key in ("metrics", "recommendations"):
         if not isinstance(doc.get(key), dict):
             raise InputError(f"{path}: lacks the '{key}' section")
+    check_schema(doc, _AUDIT_SPEC, path)
     return doc
 
 

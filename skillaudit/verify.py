@@ -148,10 +148,14 @@ def verify(runs: PairedRuns, arms: ArmRecords | None, prune_sets: dict[str, tupl
                         settings={"bootstrap": n_boot, "seed": seed, "level": level})
 
 
-def prune_sets_of(doc: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+def prune_sets_of(doc: dict[str, Any], where: str = "prune document") -> dict[str, tuple[str, ...]]:
     """Per model, the skills a `prune --json` document prunes (its per-model prune entries)."""
     if not isinstance(doc, dict) or doc.get("schema") != "skillaudit.prune/v1":
         raise InputError("not a skillaudit.prune/v1 document (the output of `skillaudit prune --json`)")
+    from ._documents import check_schema
+
+    check_schema(doc, {"recommendations": [{"scope": "str", "action": "str", "skill_id": "str|null",
+                                            "models": (True, ["str"])}]}, where)
     out: dict[str, set[str]] = {}
     for r in doc.get("recommendations", []):
         if r.get("scope", "skill") == "skill" and r.get("action") == "prune" and r.get("skill_id"):

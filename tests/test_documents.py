@@ -1,0 +1,150 @@
+"""Every JSON document the CLI reads goes through one bounded reader: hostile documents (deep, wrong
+types, /dev/zero, a sparse 2 GB file, a FIFO without a writer, 1e400, a depth bomb for inspect_ai)
+end in one line and exit 2, using under 5 s of CPU and 500 MB of memory (skillaudit._documents)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from skillaudit._documents import (
+    check_file_depth,
+    check_schema,
+    check_tree,
+    max_nesting,
+    parse_document,
+    read_document,
+    read_document_bytes,
+)
+from skillaudit.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(args: list[str], tmp_path: Path) -> tuple[int, str, float, float]:
+    """(exit status, stderr, CPU seconds, peak RSS in MB) of `python -m skillaudit.cli ARGS`."""
+    out, err = tmp_path / "cli.out", tmp_path / "cli.err"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(out, "wb") as o, open(err, "wb") as e:
+        p = subprocess.Popen([sys.executable, "-m", "skillaudit.cli", *args], stdout=o, stderr=e, env=env,
+                             cwd=tmp_path)
+        timer = threading.Timer(60, p.kill)  # a hang fails the test instead of the suite
+        timer.start()
+        _, status, usage = os.wait4(p.pid, 0)
+        timer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, err.read_text(), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def audit(**groups_extra) -> dict:
+    return {"schema": "skillaudit.audit/v1",
+            "metrics": {"groups": [{"model": "m", "benchmark": "*", "rae": 0.1, "rae_ci": [0.0, 0.2],
+                                    "reportable": True, "p_cond": 0.5, **groups_extra}]},
+            "recommendations": {"recommendations": [], "library": []}}
+
+
+def assert_one_line_exit_2(res: tuple[int, str, float, float], *needles: str) -> None:
+    code, err, cpu, rss = res
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+    assert cpu < 5 and rss < 500, (cpu, rss)
+
+
+def test_diff_on_hostile_documents_is_one_line_exit_2(tmp_path):
+    """diff and check --baseline on deep nesting, wrong types, 1e400, /dev/zero, a sparse 2 GB file and a
+    FIFO without a writer: one line naming the file (and JSON path), exit 2, bounded CPU and memory."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(audit()))
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"schema": "skillaudit.audit/v1", "metrics": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    mid = tmp_path / "mid.json"
+    mid.write_text('{"schema": "skillaudit.audit/v1", "metrics": {"x": ' + "[" * 500 + "]" * 500 + "}}")
+    typed = tmp_path / "typed.json"
+    doc = audit()
+    doc["metrics"]["groups"][0]["rae_ci"] = "wide"
+    typed.write_text(json.dumps(doc))
+    inf = tmp_path / "inf.json"
+    inf.write_text(json.dumps(audit()).replace('"rae": 0.1', '"rae": 1e400'))
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as fh:
+        fh.truncate(2 * 1024 ** 3)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert_one_line_exit_2(cli(["diff", str(deep), str(good)], tmp_path), "deep.json:1: not valid JSON (nested too deeply)")
+    assert_one_line_exit_2(cli(["diff", str(good), str(mid)], tmp_path), "mid.json: $.metrics.x[0][0]", "deeper than 100")
+    assert_one_line_exit_2(cli(["diff", str(good), str(typed)], tmp_path),
+                           "typed.json: $.metrics.groups[0].rae_ci: expected a list, got a string")
+    assert_one_line_exit_2(cli(["diff", str(good), str(inf)], tmp_path),
+                           "inf.json:1: not valid JSON (number is infinity")
+    assert_one_line_exit_2(cli(["diff", str(good), "/dev/zero"], tmp_path), "/dev/zero: larger than 128 MiB")
+    assert_one_line_exit_2(cli(["diff", str(good), str(sparse)], tmp_path), "sparse.json: larger than 128 MiB")
+    assert_one_line_exit_2(cli(["diff", str(good), str(fifo)], tmp_path), "fifo.json: no end of data within 3 s")
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("")
+    assert_one_line_exit_2(cli(["check", str(runs), "--baseline", str(typed)], tmp_path), "typed.json: $.metrics")
+
+
+def test_verify_prune_document_is_schema_checked(tmp_path):
+    """verify --prune with a wrong-typed or deep prune document: one line naming the JSON path, exit 2."""
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("")
+    bad = tmp_path / "prune.json"
+    bad.write_text(json.dumps({"schema": "skillaudit.prune/v1", "recommendations": [{"action": 3}]}))
+    assert_one_line_exit_2(cli(["verify", str(runs), "--prune", str(bad)], tmp_path),
+                           "prune.json: $.recommendations[0].action: expected a string, got a whole number")
+    bad.write_text("[" * 2000 + "]" * 2000)
+    assert_one_line_exit_2(cli(["verify", str(runs), "--prune", str(bad)], tmp_path), "prune.json:1: not valid JSON")
+
+
+def test_inspect_depth_bomb_is_refused_before_inspect_reads_it(tmp_path):
+    """`import inspect` on a 200 KB depth bomb (JSON or inside an .eval zip) is refused before
+    inspect_ai's reader sees it: one line, exit 2, bounded memory."""
+    pytest.importorskip("inspect_ai")
+    import zipfile
+
+    bomb = tmp_path / "bomb.json"
+    bomb.write_text('{"version": 2, "eval": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    ev = tmp_path / "bomb.eval"
+    with zipfile.ZipFile(ev, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("header.json", '{"eval": ' + '{"a":' * 1000 + "1" + "}" * 1000 + "}")
+    for path in (bomb, ev):
+        res = cli(["import", "inspect", "--enabled", str(path), "--disabled", str(path), "-o",
+                   str(tmp_path / "o.jsonl")], tmp_path)
+        assert_one_line_exit_2(res, f"{path.name}", "nested deeper than 200 levels")
+
+
+def test_reader_units(tmp_path):
+    """The reader's pieces: size cap with the environment override, nesting scan that skips strings,
+    schema paths, non-finite numbers, a silent stream given up after the timeout."""
+    p = tmp_path / "a.json"
+    p.write_text('{"a": [1, "[[[\\"[", {"b": 2}]}')
+    assert max_nesting(p.read_bytes()) == 3
+    assert read_document(p) == {"a": [1, '[[["[', {"b": 2}]}
+    with pytest.raises(InputError, match="larger than"):
+        read_document_bytes(p, max_bytes=10)
+    check_file_depth(p, 3)
+    with pytest.raises(InputError, match="nested deeper than 2"):
+        check_file_depth(p, 2)
+    with pytest.raises(InputError, match=r"\$\.a\[0\]\.b: expected a string, got a whole number"):
+        check_schema({"a": [{"b": 1}, {"b": 2}]}, {"a": [{"b": "str"}]}, p)
+    with pytest.raises(InputError, match=r"\$\.x: missing"):
+        check_schema({}, {"!x": "str"}, p)
+    with pytest.raises(InputError, match="infinity"):
+        parse_document(b'{"a": -1e999}', p)
+    with pytest.raises(InputError, match=r"\$\.a\[1\]: a number that is not finite"):
+        check_tree({"a": [1.0, float("nan")]}, p)
+    r, w = os.pipe()  # a writer that never writes nor closes
+    try:
+        with pytest.raises(InputError, match=r"no end of data within 0\.2 s"):
+            read_document_bytes(f"/proc/self/fd/{r}", timeout_s=0.2)
+    finally:
+        os.close(r)
+        os.close(w)
