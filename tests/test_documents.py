@@ -27,19 +27,35 @@ from skillaudit.errors import InputError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# The CLI is forked from a small launcher, not from pytest: Linux carries a forked process's
+# parent's RSS high-water mark through exec into ru_maxrss, so a child forked from a large pytest
+# would report pytest's peak instead of its own.
+LAUNCHER = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, "-m", "skillaudit.cli", *sys.argv[2:]])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    json.dump([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, usage.ru_maxrss], fh)
+"""
+
+
 def cli(args: list[str], tmp_path: Path) -> tuple[int, str, float, float]:
     """(exit status, stderr, CPU seconds, peak RSS in MB) of `python -m skillaudit.cli ARGS`."""
-    out, err = tmp_path / "cli.out", tmp_path / "cli.err"
+    out, err, usage = tmp_path / "cli.out", tmp_path / "cli.err", tmp_path / "usage.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with open(out, "wb") as o, open(err, "wb") as e:
-        p = subprocess.Popen([sys.executable, "-m", "skillaudit.cli", *args], stdout=o, stderr=e, env=env,
-                             cwd=tmp_path)
-        timer = threading.Timer(60, p.kill)  # a hang fails the test instead of the suite
-        timer.start()
-        _, status, usage = os.wait4(p.pid, 0)
-        timer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, err.read_text(), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+        p = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(usage), *args], stdout=o, stderr=e,
+                             env=env, cwd=tmp_path, start_new_session=True)
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:  # a hang fails the test instead of the suite
+            os.killpg(p.pid, 9)
+            p.wait()
+            raise AssertionError(f"{args}: no answer within 60 s") from None
+    code, cpu, rss_kb = json.loads(usage.read_text())
+    return code, err.read_text(), cpu, rss_kb / 1024
 
 
 def audit(**groups_extra) -> dict:
