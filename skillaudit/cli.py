@@ -680,16 +680,73 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     retrieved skills that separates skills retrieved together; "vs library" is that effect minus
     the library's mean per injected skill of the others. Per-skill numbers are associations.
     """
-    _, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
-                                      jobs, pool_models, mid_p)
+    lib, _, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
+                                        jobs, pool_models, mid_p)
+    cost = _cost_for_cli(runs, lib, model, benchmark)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
+        if cost is not None:
+            doc["cost"] = cost.to_dict()
         emit_json(doc)
     else:
         from .render import rank_tables  # rich: only for the table
 
         rank_tables(result, top=top or None)
+        if cost is not None:
+            _cost_table(cost, top=top or None)
+
+
+def _cost_for_cli(runs: tuple[str, ...], lib: Any, model: str | None = None, benchmark: str | None = None):
+    """The cost figures (tokens per injection, per net rescue) when a library is given and the logs are
+    files (not standard input); None otherwise."""
+    if lib is None or "-" in runs:
+        return None
+    from .cost import library_chars, read_records, skill_costs
+
+    recs = [r for r in read_records(runs) if (model is None or r.get("model") == model)
+            and (benchmark is None or r.get("benchmark") == benchmark)]
+    return skill_costs(recs, library_chars(lib))
+
+
+def _cost_table(cost: Any, top: int | None = None) -> None:
+    from ._term import clean
+
+    pc = cost.per_condition
+    echo("")
+    echo("cost (tokens from " + ("usage deltas, %.3f tokens per character of skill text" % cost.tokens_per_char
+                                 if cost.tokens_per_char is not None else "usage deltas: not estimable") + ")")
+    for cond in ("enabled", "disabled"):
+        c = pc[cond]
+        echo(f"  {cond:<9} mean prompt tokens {c['prompt_tokens'] if c['prompt_tokens'] is not None else '-'}, "
+             f"completion {c['completion_tokens'] if c['completion_tokens'] is not None else '-'}, "
+             f"latency {c['latency_s'] if c['latency_s'] is not None else '-'} s")
+    echo(f"  {'skill':<34} {'tokens/inj':>10} {'inj':>5} {'b':>3} {'c':>3} {'tokens/net rescue':>18}")
+    rows = [s for s in cost.skills if s.injections]
+    for s in rows[:top] if top else rows:
+        tpi = f"{s.tokens_per_injection:,.0f}" if s.tokens_per_injection is not None else "-"
+        tpr = f"{s.tokens_per_net_rescue:,.0f}" if s.tokens_per_net_rescue is not None else "no net rescue"
+        echo(f"  {clean(s.skill_id)[:34]:<34} {tpi:>10} {s.injections:>5} {s.b:>3} {s.c:>3} {tpr:>18}")
+
+
+@cli.command("cost")
+@runs_argument()
+@skills_option(required=True)
+@filter_options
+@json_option
+@reports_errors
+def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchmark: str | None,
+             as_json: bool) -> None:
+    """What each skill costs: tokens it adds per injection (from usage deltas), tokens per net rescue,
+    and tokens and latency per condition."""
+    lib = load_library_for_cli(skills_path)
+    if "-" in runs:
+        raise InputError("cost reads files, not standard input")
+    cost = _cost_for_cli(runs, lib, model, benchmark)
+    if as_json:
+        emit_json({**cost.to_dict(), "inputs": list(runs)})
+    else:
+        _cost_table(cost)
 
 
 @cli.command()
@@ -1096,7 +1153,7 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
 
     if (benchmark is None) == (tasks_file is None):
         raise InputError("give one of --benchmark or --tasks FILE")
-    if not agent_spec and (not endpoint or not model_name):
+    if not agent_spec and not dry_run and (not endpoint or not model_name):
         raise InputError("--endpoint and --model are needed (or --agent module:callable)")
     if dry_run and not reuse_path:
         raise InputError("--dry-run goes with --reuse OLD.jsonl")

@@ -185,7 +185,9 @@ def catalog_agent(client: ChatClient, cfg: AgentConfig) -> Callable[..., dict[st
         for _ in range(cfg.max_calls + 2):
             can_call = skills is not None and loads < cfg.max_calls
             force = can_call and turns == 0 and cfg.tool_choice == "required"
-            sys_now = system if can_call else base
+            # the catalog stays in the system prompt on the answer turn (as in Claude Code), so every
+            # enabled turn shares one long prefix that servers with prompt caching evaluate once
+            sys_now = system
             msgs = [{"role": "system", "content": sys_now}, {"role": "user", "content": user}]
             prefill = FORCED_LOAD if force else ("" if can_call else ANSWER_PREFILL["code" if code else "math"])
             body: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature,

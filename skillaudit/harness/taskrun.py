@@ -218,7 +218,8 @@ def _why_rerun(rec: dict[str, Any], index: SkillIndex, mode: str, old_index: Ski
     meta = rec.get("meta") or {}
     if meta.get("arm"):
         return "arm record"
-    if (mode == "catalog" or meta.get("skills_mode") == "catalog") and meta.get("catalog_hash") != cat_hash:
+    listed = mode == "catalog" or meta.get("skills_mode") == "catalog" or bool(meta.get("listed"))
+    if listed and meta.get("catalog_hash") != cat_hash:
         return "catalog names/descriptions changed"
     k = int(meta.get("top_k") or top_k)
     for call in rec.get("retrievals") or []:
