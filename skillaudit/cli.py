@@ -714,8 +714,9 @@ def _cost_table(cost: Any, top: int | None = None) -> None:
 
     pc = cost.per_condition
     echo("")
-    echo("cost (tokens from " + ("usage deltas, %.3f tokens per character of skill text" % cost.tokens_per_char
-                                 if cost.tokens_per_char is not None else "usage deltas: not estimable") + ")")
+    rate = (f"usage deltas, {cost.tokens_per_char:.3f} tokens per character of skill text"
+            if cost.tokens_per_char is not None else "usage deltas: not estimable")
+    echo(f"cost (tokens from {rate})")
     for cond in ("enabled", "disabled"):
         c = pc[cond]
         echo(f"  {cond:<9} mean prompt tokens {c['prompt_tokens'] if c['prompt_tokens'] is not None else '-'}, "
