@@ -159,12 +159,15 @@ def search_agent(client: ChatClient, cfg: AgentConfig) -> Callable[..., dict[str
     return agent
 
 
-def catalog_agent(client: ChatClient, cfg: AgentConfig) -> Callable[..., dict[str, Any]]:
+def catalog_agent(client: ChatClient, cfg: AgentConfig,
+                  replays: dict[tuple[str, int], list[dict[str, Any]]] | None = None) -> Callable[..., dict[str, Any]]:
     """Agent Skills progressive disclosure: names + descriptions in the system prompt, `load_skill`.
 
     chatml mode (raw prompts over /v1/completions) and text mode (chat completions, the tool call
     written as `<tool_call>` JSON); `--tool-choice required` prefills the first enabled turn with a
-    `load_skill` call whose name the model writes.
+    `load_skill` call whose name the model writes. `replays` ({(task id, epoch): an enabled record's
+    `meta.replay`}) supplies the load turns of a logged run instead of asking the model (the arms):
+    the prompts are then byte-identical to the logged run's except for what the loads returned.
     """
 
     def agent(task: dict[str, Any], skills: Skills | None) -> dict[str, Any]:
@@ -192,7 +195,10 @@ def catalog_agent(client: ChatClient, cfg: AgentConfig) -> Callable[..., dict[st
             prefill = FORCED_LOAD if force else ("" if can_call else ANSWER_PREFILL["code" if code else "math"])
             body: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature,
                                     "max_tokens": cfg.max_tokens, "seed": seed, **cfg.extra_body}
-            if cfg.tool_mode == "chatml":
+            replay = (replays or {}).get((str(task["id"]), int(task.get("epoch", 1)))) if skills is not None else None
+            if replay is not None and turns < len(replay):
+                text, data = replay[turns]["content"], {"choices": [{"finish_reason": "replayed"}]}
+            elif cfg.tool_mode == "chatml":
                 body["prompt"] = render_chatml(msgs) + prefill
                 body["stop"] = [*CHATML_STOP, '"'] if force else (
                     [*CHATML_STOP, "\n```"] if prefill == ANSWER_PREFILL["code"] else CHATML_STOP)
@@ -246,10 +252,15 @@ def body_arm(name: str, index: SkillIndex, seed: int, filler: str) -> BodyArm:
             others = [s for s in index.skills if s.id != sid]
             return rng.choice(others).body.strip() if others else ""
         if name == "mask":
-            return body if random.Random(f"{seed}:{sid}").random() < 0.5 else ""
+            return body if mask_keeps(seed, sid) else ""
         raise InputError(f"--arms {name}: not available in catalog mode (random, filler, empty, mask)")
 
     return arm
+
+
+def mask_keeps(seed: int, sid: str) -> bool:
+    """The mask arm's draw: whether skill `sid` keeps its body under mask seed `seed` (p = 1/2)."""
+    return random.Random(f"{seed}:{sid}").random() < 0.5
 
 
 # ---- one episode through the protocol -------------------------------------------------------------

@@ -80,8 +80,10 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
     from ..library import load_library
     from .taskfile import TaskFileScorer
 
-    if opts.arms and not opts.skills_mode == "catalog":
-        raise InputError("--arms with --tasks/--agent: only in --skills-mode catalog")
+    if opts.arms:
+        if opts.skills_mode != "catalog" or opts.agent_spec:
+            raise InputError("--arms with --tasks: only with the built-in agent in --skills-mode catalog")
+        return run_catalog_arms(opts, quiet, on_record)
     tasks = select_tasks(opts)  # bad task files fail here, before any model call
     if opts.agent_spec:
         agent_fn = load_agent(opts.agent_spec)
@@ -299,3 +301,97 @@ def reuse_plan_for(opts: RunOptions) -> ReusePlan:
     index = SkillIndex(load_library(opts.skills), set(opts.exclude_skills))
     return plan_reuse(opts.reuse or "", index, opts.skills_mode, reuse_library=opts.reuse_skills,
                       top_k=opts.agent.top_k)
+
+
+CATALOG_ARMS = ("random", "filler", "empty", "mask")
+
+
+def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSummary:
+    """Arms of catalog-mode pairs: each S_call enabled run of `opts.base` is replayed (its logged
+    load turn, verbatim) and only what `load_skill` returned changes: `random` (another skill's
+    body), `filler` (same-length text without a procedure), `empty` (nothing), `mask[:M]` (each
+    loaded body kept with probability 1/2, M draws)."""
+    from ..library import load_library
+    from .agent import ChatClient
+    from .arms import FILLER_TEXT, arm_seed, parse_arms
+    from .protocol import body_arm, mask_keeps
+    from .taskfile import TaskFileScorer
+
+    specs = parse_arms(opts.arms or "")
+    bad = [sp.name for sp in specs if sp.name not in CATALOG_ARMS]
+    if bad:
+        raise InputError(f"--arms {', '.join(bad)}: catalog mode runs {', '.join(CATALOG_ARMS)}")
+    if not opts.base:
+        raise InputError("--arms needs --base: the log whose enabled runs the arms replay")
+    if not opts.skills:
+        raise InputError("--skills is required: the arms replay against the base run's library")
+    tasks = {t.task_id: t for t in select_tasks(RunOptions(**{**opts.__dict__, "limit": None, "task_ids": (),
+                                                                "shard": None}))}
+    index = SkillIndex(load_library(opts.skills))
+    base = []
+    for _, rec in _existing(Path(opts.base)):
+        meta = rec.get("meta") or {}
+        if (rec.get("arm") is None and rec.get("condition") == "enabled" and rec.get("error") is None
+                and rec.get("invoked") and meta.get("replay") and meta.get("skills_mode") == "catalog"
+                and str(rec.get("task_id")) in tasks):
+            base.append(rec)
+    if opts.task_ids:
+        base = [r for r in base if r["task_id"] in set(opts.task_ids)]
+    if not base:
+        raise InputError(f"--base {opts.base}: no catalog-mode enabled runs that loaded a skill")
+    model_label = opts.model_label or opts.agent.model
+    out = Path(opts.out)
+    done = _prepare_output(out, opts.retry_errors)
+    units, skipped = [], 0
+    for rec in base:
+        for sp in specs:
+            for m in (range(sp.masks) if sp.name == "mask" else (-1,)):
+                key = (str(rec.get("model")), str(rec.get("benchmark")), str(rec["task_id"]), "enabled",
+                       int(rec.get("epoch", 1)), sp.name, m if sp.name == "mask" else -1)
+                if key in done:
+                    skipped += 1
+                else:
+                    units.append((rec, sp.name, m))
+    summary = RunSummary(out=str(out), n_tasks=len({r["task_id"] for r in base}), planned=len(units),
+                         skipped=skipped)
+    if not units:
+        return summary
+    client = ChatClient(opts.agent)
+    scorer = TaskFileScorer(opts.limits, opts.threshold)
+    writer = _Writer(out)
+
+    def one(rec: dict[str, Any], arm: str, m: int) -> dict[str, Any]:
+        task = tasks[rec["task_id"]]
+        seed = int((rec.get("meta") or {}).get("seed", 0))
+        epoch = int(rec.get("epoch", 1))
+        aseed = arm_seed(seed, arm, max(m, 0))
+        agent_fn = catalog_agent(client, opts.agent, {(task.task_id, epoch): rec["meta"]["replay"]})
+        skills = Skills(index, opts.agent.top_k, body_arm=body_arm(arm, index, aseed, FILLER_TEXT))
+        meta: dict[str, Any] = {**opts.agent.public(), "harness": f"skillaudit {__version__}",
+                                "skills_mode": "catalog", "base_seed": seed, "seed": seed,
+                                "library_hash": (rec.get("meta") or {}).get("library_hash")}
+        out_rec: dict[str, Any] = {"task_id": task.task_id, "condition": "enabled", "arm": arm, "correct": False,
+                                   "model": rec.get("model", model_label), "benchmark": rec.get("benchmark"),
+                                   "epoch": epoch, "invoked": False, "retrievals": [], "answer": "",
+                                   "meta": meta, "error": None}
+        if arm == "mask":
+            meta["mask_seed"] = m
+        try:
+            ep = call_agent(agent_fn, _view(task, seed, epoch), skills, opts.episode_timeout, "built-in catalog agent")
+            score, answer = scorer.score(task, ep.answer)
+        except HarnessError as exc:
+            out_rec["error"] = f"agent: {exc}" if isinstance(exc, AgentFailure) else f"harness: {exc}"
+            return out_rec
+        except Exception as exc:
+            out_rec["error"] = f"unexpected {type(exc).__name__} on task {task.task_id}: {exc}"
+            return out_rec
+        out_rec.update(correct=bool(score.correct), invoked=ep.invoked, retrievals=ep.retrievals, answer=answer)
+        meta.update({"latency_s": round(ep.latency_s, 3), "usage": ep.usage, "score": score.reason,
+                     "loaded": ep.loaded, "replayed_turns": len(rec["meta"]["replay"])})
+        if arm == "mask":
+            meta["kept"] = [s for s in ep.loaded if mask_keeps(aseed, s)]
+            meta["withheld"] = [s for s in ep.loaded if not mask_keeps(aseed, s)]
+        return out_rec
+
+    _execute(units, one, writer, client, summary, f"catalog arms {opts.arms}", opts.concurrency, quiet, on_record)
+    return summary
