@@ -36,6 +36,11 @@ def wrong_type(task, skills):
 
 def one_arg(task):
     return ""
+
+def slow(task, skills):
+    import time
+    time.sleep(1.5)
+    return "42"
 '''
 
 
@@ -191,3 +196,28 @@ def test_tests_checker_runs_in_sandbox_and_answer_cannot_fake_equality():
     assert not score.correct
     # the sandboxed process gets only the code and the call arguments, never the expected values
     assert task.data["calls"] == [[[12, 18, 24]], [[7, 13]], [[5]]]
+
+
+def test_yaml_task_file_epochs_shard_resume_and_hang(tmp_path):
+    _tasks, skills = _setup(tmp_path)
+    y = tmp_path / "t.yaml"
+    y.write_text("tasks:\n" + "".join(f"  - id: t{i}\n    prompt: question t{i}\n    answer: '42'\n    match: number\n"
+                                        for i in range(6)))
+    out = tmp_path / "y.jsonl"
+    args = ["--tasks", str(y), "--agent", "planted_agent:agent", "--skills", str(skills), "--out", str(out),
+            "--epochs", "2", "--shard", "1/2", "--quiet"]
+    assert _run(*args).exit_code == 0
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted({r["task_id"] for r in recs}) == ["t0", "t2", "t4"] and len(recs) == 12
+    assert {r["epoch"] for r in recs} == {1, 2} and {r["benchmark"] for r in recs} == {"t"}
+    res = _run(*args[:-1])  # resume: nothing left to do
+    assert res.exit_code == 0 and "wrote 0 record(s), skipped 12 already logged" in res.output
+    bad = tmp_path / "b.yaml"
+    bad.write_text("- id: a\n  prompt: p\n  answer: '1'\n- id: b\n  prompt: p\n")
+    res = _run("--tasks", str(bad), "--agent", "planted_agent:agent", "--skills", str(skills), "--out", str(tmp_path / "z"))
+    assert res.exit_code == 2 and f"{bad}:4:" in res.output and "has no checker" in res.output
+    res = _run("--tasks", str(y), "--agent", "planted_agent:slow", "--skills", str(skills), "--out",
+               str(tmp_path / "h.jsonl"), "--task-id", "t0", "--episode-timeout", "0.3", "--quiet")
+    assert res.exit_code == 1
+    rec = json.loads((tmp_path / "h.jsonl").read_text().splitlines()[0])
+    assert rec["error"] == "agent: planted_agent:slow did not return within 0.3s on task t0"
