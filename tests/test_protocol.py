@@ -18,10 +18,12 @@ class FakeClient:
 
     def __init__(self, name: str = "percent-change") -> None:
         self.prompts: list[str] = []
+        self.bodies: list[dict] = []
         self.name = name
 
     def complete(self, body):
         self.prompts.append(body["prompt"])
+        self.bodies.append(body)
         text = self.name if body["prompt"].endswith('"name": "') else "So \\boxed{30}"
         return {"choices": [{"text": text, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 2}}
 
@@ -44,6 +46,8 @@ def test_catalog_lists_loads_and_logs():
     assert ep.retrievals[0]["tool"] == "load_skill" and ep.retrievals[0]["skills"][0]["hash"] == index.hash_of("percent-change")
     assert "- percent-change: " in client.prompts[0] and index.get("percent-change").body.strip()[:60] in client.prompts[1]
     assert ep.usage == {"prompt_tokens": 20, "completion_tokens": 4}
+    # the forced load's name is limited to the listed names (llama.cpp grammar), the answer turn is free
+    assert '"percent-change"' in client.bodies[0]["grammar"] and "grammar" not in client.bodies[1]
     # disabled: no catalog, no loads
     client2 = FakeClient()
     ep2 = call_agent(catalog_agent(client2, _cfg()), task, None, None, "built-in")

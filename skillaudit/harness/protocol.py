@@ -196,6 +196,10 @@ def catalog_agent(client: ChatClient, cfg: AgentConfig,
             body: dict[str, Any] = {"model": cfg.model, "temperature": cfg.temperature,
                                     "max_tokens": cfg.max_tokens, "seed": seed, **cfg.extra_body}
             replay = (replays or {}).get((str(task["id"]), int(task.get("epoch", 1)))) if skills is not None else None
+            if force and cfg.tool_mode == "chatml" and skills is not None:
+                # llama.cpp's `grammar` limits the forced name to the listed ones: the enum of the tool's
+                # schema, which raw completions cannot carry otherwise
+                body["grammar"] = "root ::= (" + " | ".join(json.dumps(s) for s in skills._index.ids) + ")"
             if replay is not None and turns < len(replay):
                 text, data = replay[turns]["content"], {"choices": [{"finish_reason": "replayed"}]}
             elif cfg.tool_mode == "chatml":
