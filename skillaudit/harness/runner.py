@@ -57,6 +57,13 @@ class RunOptions:
     base: str | None = None  # the log whose enabled runs the arms replay
     prune: tuple[str, ...] = ()  # the `pruned` arm's excluded skills
     unsafe_scoring: bool = False  # score code even where the sandbox cannot isolate it
+    tasks: str | None = None  # `--tasks FILE`: a task file (harness/taskfile.py) instead of a benchmark
+    agent_spec: str | None = None  # `--agent module:callable` (harness/protocol.py)
+    skills_mode: str = "search"  # `--skills-mode`: search (search_skills) or catalog (load_skill)
+    episode_timeout: float | None = None  # `--episode-timeout`: seconds per agent call
+    threshold: float = 1.0  # `--threshold` for numeric `checker` scores
+    reuse: str | None = None  # `--reuse OLD.jsonl`: copy what cannot have changed
+    reuse_skills: str | None = None  # `--reuse-skills DIR`: the library OLD was made with (logs without hashes)
 
 
 def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:
@@ -90,6 +97,7 @@ class RunSummary:
     warnings: list[str] = field(default_factory=list)
     arms: dict[str, int] = field(default_factory=dict)  # arm -> records written
     arm_correct: dict[str, int] = field(default_factory=dict)
+    reuse: str | None = None  # `--reuse`: "re-ran N of M episodes (why)"
 
 
 def task_seed(seed: int, task_id: str, epoch: int) -> int:
@@ -305,6 +313,10 @@ def run(opts: RunOptions, quiet: bool = False,
         raise InputError("--concurrency must be at least 1")
     if opts.agent.tool_mode not in ("text", "native", "chatml"):
         raise InputError("--tool-mode must be text, native or chatml")
+    if opts.tasks or opts.agent_spec or opts.skills_mode != "search" or opts.reuse:
+        from .taskrun import run_tasks
+
+        return run_tasks(opts, quiet, on_record)
     if opts.arms:
         return run_arms(opts, quiet, on_record)
     unsafe_reason = _unsafe_reason(opts)

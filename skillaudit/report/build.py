@@ -700,6 +700,11 @@ def build_audit(
         notes.append(f"{runs.n_error_pairs} pair(s) with a harness error record were left out.")
     skills_doc = attr.to_dict()
     skills_doc["descriptions"] = {s.id: s.description for s in library} if library is not None else {}
+    from ..cost import cost_by_model
+
+    cost_doc = cost_by_model(run_paths, library)  # tokens per skill (usage deltas), per model
+    if cost_doc is not None:
+        skills_doc["cost"] = cost_doc
 
     metrics_doc = metrics.to_dict()
     prune_doc = _compact_recommendations(prune.to_dict())

@@ -1,0 +1,404 @@
+"""Task files (`skillaudit run --tasks FILE`): a maintainer's own tasks and checkers.
+
+A task file is JSON Lines (one object a line) or YAML (a list of objects). Each task has `id`,
+`prompt` and exactly one checker:
+
+- `tests` (a list of assertion strings, or one string of lines) + optional `entry_point`: the calls
+  of `entry_point` in the assertions (literal arguments only) are run on the answer's code in the
+  sandbox of `score.py`, which records their outputs; the assertions are then evaluated here, outside
+  the sandbox, with each call replaced by its recorded output. The answer's process never holds the
+  expected values, only the code and the call arguments.
+- `answer` + `match`: `exact`, `normalized` (case, spaces and punctuation ignored), `regex` (the
+  `answer` is a pattern searched in the reply), `number` (`tolerance`, absolute, default 1e-6),
+  `math` (math-verify).
+- `checker: "module:function"`: trusted Python, called as `f(task, answer)`, returning a bool or a
+  number (correct when >= `--threshold`).
+
+Bad input raises `InputError` naming the file and line, before any model call.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import re
+import secrets
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import HarnessError, InputError
+from . import score as _score
+from .score import Limits, Score
+from .tasks import Task
+
+MATCHES = ("exact", "normalized", "regex", "number", "math")
+CHECKER_KINDS = ("tests", "answer", "checker")
+_ID_RE = re.compile(r"^[A-Za-z0-9_.:/@+-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class TestCall:
+    """One call of the entry point found in an assertion: its literal positional arguments."""
+
+    args: tuple[Any, ...]
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path}:{line}"
+
+
+def _read_rows(path: Path) -> list[tuple[int, Any]]:
+    """(line, row) of every task in a JSON Lines or YAML file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else 1
+            raise InputError(f"{path}:{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        if isinstance(data, dict) and isinstance(data.get("tasks"), list):
+            node = next(v for k, v in node.value if k.value == "tasks")
+            data = data["tasks"]
+        if not isinstance(data, list):
+            raise InputError(f"{path}:1: expected a list of tasks (or a mapping with `tasks:`)")
+        return [(n.start_mark.line + 1, row) for n, row in zip(node.value, data, strict=True)]
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            rows.append((lineno, json.loads(line)))
+        except ValueError as exc:
+            raise InputError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+    return rows
+
+
+def parse_tests(tests: Any, entry: str | None, where: str) -> tuple[list[str], list[TestCall], str]:
+    """Assertions, the entry-point calls they make (in order) and the entry point's name."""
+    if isinstance(tests, str):
+        tests = [ln for ln in tests.splitlines() if ln.strip()]
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
+        raise InputError(f"{where}: `tests` must be a non-empty list of assertion strings")
+    calls: list[TestCall] = []
+    names: set[str] = set()
+    parsed = []
+    for t in tests:
+        try:
+            tree = ast.parse(t.strip())
+        except SyntaxError as exc:
+            raise InputError(f"{where}: `tests`: not Python: {t[:80]!r} ({exc.msg})") from None
+        if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+            raise InputError(f"{where}: `tests`: each entry must be one `assert` statement: {t[:80]!r}")
+        parsed.append(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                names.add(node.func.id)
+    if entry is None:
+        cands = sorted(n for n in names if n not in _SAFE_BUILTINS)
+        if len(cands) != 1:
+            raise InputError(f"{where}: `tests`: cannot tell the function under test "
+                             f"(calls {', '.join(cands) or 'none'}); add `entry_point`")
+        entry = cands[0]
+    if not isinstance(entry, str) or not entry.isidentifier():
+        raise InputError(f"{where}: `entry_point` must be a Python identifier")
+    for tree in parsed:
+        for node in _entry_calls(tree, entry):
+            if node.keywords:
+                raise InputError(f"{where}: `tests`: call {entry}() with positional arguments only")
+            try:
+                args = tuple(ast.literal_eval(a) for a in node.args)
+            except (ValueError, SyntaxError, TypeError):
+                raise InputError(f"{where}: `tests`: the arguments of {entry}() must be literals: "
+                                 f"{ast.unparse(node)[:80]!r}") from None
+            calls.append(TestCall(args))
+    if not calls:
+        raise InputError(f"{where}: `tests`: no assertion calls {entry}()")
+    return [t.strip() for t in tests], calls, entry
+
+
+_SAFE_BUILTINS = {"abs", "all", "any", "bool", "dict", "float", "int", "isinstance", "len", "list",
+                  "max", "min", "round", "set", "sorted", "str", "sum", "tuple", "type", "frozenset",
+                  "repr", "range", "zip", "map", "enumerate", "reversed"}
+
+
+def _entry_calls(tree: ast.AST, entry: str) -> list[ast.Call]:
+    """Entry-point calls in evaluation order (outer calls after their arguments are not allowed)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry:
+            out.append(node)
+    out.sort(key=lambda n: (n.lineno, n.col_offset))
+    return out
+
+
+def _check_callable(spec: str, where: str, arity: int, what: str,
+                    search: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """Import `module:function` (also from the `search` folders, e.g. the task file's) and check it
+    takes `arity` positional arguments."""
+    import sys
+
+    mod, _, name = spec.partition(":")
+    if not mod or not name:
+        raise InputError(f"{where}: {what} {spec!r} must be 'module:function'")
+    for folder in (*search, "."):
+        if folder not in sys.path:
+            sys.path.append(folder)
+    try:
+        module = importlib.import_module(mod)
+        fn = module
+        for part in name.split("."):
+            fn = getattr(fn, part)
+    except Exception as exc:  # the user's module may raise anything on import
+        raise InputError(f"{where}: {what} {spec!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    if not callable(fn):
+        raise InputError(f"{where}: {what} {spec!r} is not callable")
+    try:
+        inspect.signature(fn).bind(*([None] * arity))
+    except TypeError:
+        raise InputError(f"{where}: {what} {spec!r} must take {arity} positional argument(s)") from None
+    except ValueError:
+        pass  # builtins without a signature
+    return fn
+
+
+def load_task_file(path: str | Path, label: str | None = None) -> list[Task]:
+    """Every task of a task file, validated; raises InputError naming file and line."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such file")
+    bench = label or p.stem
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for line, row in _read_rows(p):
+        where = _where(p, line)
+        if not isinstance(row, dict):
+            raise InputError(f"{where}: expected an object with id, prompt and a checker")
+        tid, prompt = row.get("id"), row.get("prompt")
+        if not isinstance(tid, (str, int)) or isinstance(tid, bool) or not _ID_RE.match(str(tid)):
+            raise InputError(f"{where}: `id` must be a short string (letters, digits, _.:/@+-)")
+        tid = str(tid)
+        if tid in seen:
+            raise InputError(f"{where}: task id {tid!r} already used on line {seen[tid]}")
+        seen[tid] = line
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InputError(f"{where}: `prompt` must be a non-empty string")
+        kinds = [k for k in CHECKER_KINDS if k in row]
+        if not kinds:
+            raise InputError(f"{where}: task {tid!r} has no checker (give `tests`, `answer` + `match`, or `checker`)")
+        if len(kinds) > 1:
+            raise InputError(f"{where}: task {tid!r} has several checkers ({', '.join(kinds)}); give one")
+        kind = kinds[0]
+        data: dict[str, Any] = {"kind": kind, "line": line, "file": str(p)}
+        if kind == "tests":
+            tests, calls, entry = parse_tests(row["tests"], row.get("entry_point"), where)
+            data.update(tests=tests, calls=[list(c.args) for c in calls], entry_point=entry)
+        elif kind == "answer":
+            match = row.get("match", "normalized")
+            if match not in MATCHES:
+                raise InputError(f"{where}: unknown match {match!r} (choose from {', '.join(MATCHES)})")
+            ans = row["answer"]
+            if isinstance(ans, bool) or not isinstance(ans, (str, int, float)):
+                raise InputError(f"{where}: `answer` must be a string or a number")
+            data.update(answer=str(ans), match=match)
+            if match == "regex":
+                try:
+                    re.compile(str(ans))
+                except re.error as exc:
+                    raise InputError(f"{where}: `answer` is not a valid regex ({exc})") from None
+            if match == "number":
+                if _number(str(ans)) is None:
+                    raise InputError(f"{where}: match number needs a numeric `answer`")
+                tol = row.get("tolerance", 1e-6)
+                if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0:
+                    raise InputError(f"{where}: `tolerance` must be a non-negative number")
+                data["tolerance"] = float(tol)
+        else:
+            spec = row["checker"]
+            if not isinstance(spec, str):
+                raise InputError(f"{where}: `checker` must be 'module:function'")
+            _check_callable(spec, where, 2, "checker", (str(p.resolve().parent),))
+            data["checker"] = spec
+        data["extra"] = {k: v for k, v in row.items() if k not in ("id", "prompt")}
+        tasks.append(Task(task_id=tid, benchmark=bench, prompt=prompt.strip(), data=data))
+    if not tasks:
+        raise InputError(f"{p}: no tasks")
+    return tasks
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize(text: str) -> str:
+    """Lower case, punctuation removed, runs of white space as one space."""
+    return " ".join(text.lower().translate(_PUNCT).split())
+
+
+def final_answer(text: str) -> str:
+    """The reply's final answer: `\\boxed{}`, else an `answer: X` line, else the last non-empty line."""
+    boxed = _score.last_boxed(text)
+    if boxed:
+        return boxed
+    m = re.findall(r"(?i)\b(?:final\s+)?answer\s*(?:is\s*:?|:)\s*([^\n]+)", text)
+    if m:
+        return m[-1].strip()
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _number(s: str) -> float | None:
+    t = s.strip().replace(",", "").removeprefix("$").rstrip(".").strip()
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def score_answer(task: Task, reply: str) -> tuple[Score, str]:
+    """An `answer` + `match` task; returns (verdict, the extracted answer)."""
+    d = task.data
+    gold, match = d["answer"], d["match"]
+    if match == "regex":
+        ok = re.search(gold, reply) is not None
+        return Score(ok, "passed" if ok else f"no match for /{gold}/"), reply.strip()
+    pred = final_answer(reply)
+    if match == "exact":
+        ok = pred == gold
+    elif match == "normalized":
+        ok = normalize(pred) == normalize(gold)
+    elif match == "number":
+        pred = _score.extract_math_answer(reply) or pred
+        a, b = _number(gold), _number(pred)
+        ok = a is not None and b is not None and abs(a - b) <= d["tolerance"]
+    else:
+        pred = _score.extract_math_answer(reply) or pred
+        ok = _score.math_equal(gold, pred, numeric_fallback=True)
+    return Score(ok, "passed" if ok else f"expected {gold!r}, got {pred!r}", {"extracted": pred}), pred
+
+
+def score_tests(task: Task, reply: str, limits: Limits) -> tuple[Score, str]:
+    """Run the entry-point calls on the answer's code in the sandbox, then the assertions here."""
+    d = task.data
+    code = _score.extract_code(reply)
+    if not code.strip():
+        return Score(False, "no code in the answer"), code
+    inputs = {"t": [list(a) for a in d["calls"]]}
+    payload = {"mode": "outputs", "code": code, "entry_point": d["entry_point"], "inputs": inputs,
+               "not_none": False}
+    import pickle
+
+    mark = "@@" + secrets.token_hex(8) + "@@"
+    name = f"outputs-{secrets.token_hex(8)}.json"
+    res, files = _score.run_python(_score.RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits,
+                                   args=(mark, name), collect=(name,))
+    if res.timed_out:
+        return Score(False, f"timeout after {res.duration_s:.1f}s"), code
+    verdict = _score._marked(res, mark)
+    if verdict is not None and not verdict.get("ok"):
+        return Score(False, f"failed {verdict.get('stage')}: {verdict.get('error')}"), code
+    if verdict is None or name not in files:
+        return Score(False, _score._failure_reason(res, "solution")), code
+    try:
+        outputs = _score._decode_results(json.loads(files[name]), inputs)["t"]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return Score(False, "unreadable outputs"), code
+    return check_assertions(d["tests"], d["entry_point"], outputs), code
+
+
+class _Substitute(ast.NodeTransformer):
+    """Replaces the entry-point calls (by node id) with names bound to their recorded outputs."""
+
+    def __init__(self, names: dict[int, str]) -> None:
+        self.names = names
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        if id(node) in self.names:
+            return ast.copy_location(ast.Name(id=self.names[id(node)], ctx=ast.Load()), node)
+        return self.generic_visit(node)
+
+
+def check_assertions(tests: list[str], entry: str, outputs: list[Any]) -> Score:
+    """Evaluate the trusted assertions with each entry-point call replaced by its recorded output."""
+    i = 0
+    for n, t in enumerate(tests):
+        tree = ast.parse(t)
+        names: dict[int, str] = {}
+        env: dict[str, Any] = {}
+        for node in _entry_calls(tree, entry):
+            status, out = outputs[i] if i < len(outputs) else ("error", "no output")
+            if status != "ok":
+                return Score(False, f"failed test {n}: {str(out)[:200]}")
+            names[id(node)] = f"__sa_out_{i}"
+            env[names[id(node)]] = out
+            i += 1
+
+        new = ast.fix_missing_locations(_Substitute(names).visit(tree))
+        try:
+            # the user's own trusted assertions, with recorded outputs in place of the calls
+            exec(compile(new, "<tests>", "exec"), {"__builtins__": __builtins__}, env)
+        except AssertionError:
+            return Score(False, f"failed test {n}: {t[:150]}")
+        except Exception as exc:
+            return Score(False, f"failed test {n}: {type(exc).__name__}: {str(exc)[:150]}")
+    return Score(True, "passed", {"passed": len(tests)})
+
+
+def score_checker(task: Task, reply: str, threshold: float) -> tuple[Score, str]:
+    """A trusted `module:function` checker; a bool, or a number compared with `threshold`."""
+    fn = _check_callable(task.data["checker"], task.data["checker"], 2, "checker")
+    tdict = task_dict(task)
+    try:
+        got = fn(tdict, reply)
+    except Exception as exc:
+        raise HarnessError(f"checker {task.data['checker']} raised {type(exc).__name__}: {exc}") from None
+    if isinstance(got, bool):
+        return Score(got, "passed" if got else "checker returned False"), reply
+    if isinstance(got, (int, float)):
+        ok = float(got) >= threshold
+        return Score(ok, f"checker score {got:g} {'>=' if ok else '<'} {threshold:g}", {"checker_score": float(got)}), reply
+    raise HarnessError(f"checker {task.data['checker']} returned {type(got).__name__}, not bool or number")
+
+
+@dataclass
+class TaskFileScorer:
+    """Scores replies to task-file tasks (same `.score(task, text)` shape as `score.Scorer`)."""
+
+    limits: Limits = field(default_factory=Limits)
+    threshold: float = 1.0
+
+    def score(self, task: Task, reply: str) -> tuple[Score, str]:
+        kind = task.data["kind"]
+        if kind == "tests":
+            return score_tests(task, reply, self.limits)
+        if kind == "answer":
+            return score_answer(task, reply)
+        return score_checker(task, reply, self.threshold)
+
+
+def task_dict(task: Task) -> dict[str, Any]:
+    """What an agent or checker sees of a task: id, prompt and the file's other fields, minus the
+    expected values of `tests` (the agent writes code; the tests stay with the scorer)."""
+    extra = dict(task.data.get("extra") or {})
+    return {"id": task.task_id, "prompt": task.prompt, "kind": task.data["kind"], **extra}
+
+
+def agent_view(task: Task) -> dict[str, Any]:
+    """The task as an agent gets it: no answer, no tests, no checker."""
+    d = {"id": task.task_id, "prompt": task.prompt, "kind": task.data["kind"]}
+    if task.data["kind"] == "tests":
+        d["entry_point"] = task.data["entry_point"]
+    return d
