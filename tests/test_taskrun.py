@@ -125,18 +125,19 @@ def test_planted_counts_loads_and_reuse(tmp_path):
     assert load_runs([str(out3)]).n_pairs == 6
 
 
-def test_agent_errors_become_records_and_all_errors_exit_1(tmp_path):
+def test_agent_errors_become_records_and_all_errors_exit_2(tmp_path):
     tasks, skills = _setup(tmp_path)
     out = tmp_path / "e.jsonl"
     res = _run("--tasks", str(tasks), "--agent", "planted_agent:boom", "--skills", str(skills), "--out", str(out),
                "--quiet")
-    assert res.exit_code == 1
-    assert "every one of 12 record(s) is an error" in res.output
+    assert res.exit_code == 2
+    assert res.output.strip().endswith(f"Error: {out}: every one of the 12 record(s) of this run is an error "
+                                       "(see their 'error' field)")
     rec = json.loads(out.read_text().splitlines()[0])
     assert rec["error"].startswith("agent: planted_agent:boom raised RuntimeError on task t")
     res = _run("--tasks", str(tasks), "--agent", "planted_agent:wrong_type", "--skills", str(skills),
                "--out", str(tmp_path / "w.jsonl"), "--quiet")
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "returned a int answer" in (tmp_path / "w.jsonl").read_text()
 
 
@@ -218,6 +219,6 @@ def test_yaml_task_file_epochs_shard_resume_and_hang(tmp_path):
     assert res.exit_code == 2 and f"{bad}:4:" in res.output and "has no checker" in res.output
     res = _run("--tasks", str(y), "--agent", "planted_agent:slow", "--skills", str(skills), "--out",
                str(tmp_path / "h.jsonl"), "--task-id", "t0", "--episode-timeout", "0.3", "--quiet")
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     rec = json.loads((tmp_path / "h.jsonl").read_text().splitlines()[0])
     assert rec["error"] == "agent: planted_agent:slow did not return within 0.3s on task t0"
