@@ -30,7 +30,8 @@ def retrieved_ids(rets: object, short: object) -> list[str]:
     return list(ids)
 
 
-def per_skill_counts(paths: list[str]) -> pd.DataFrame:
+def load_pairs(paths: list[str]) -> pd.DataFrame:
+    """Enabled records merged with their disabled pair, errors left out, each pair's skill list."""
     df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True)
     for col, default in (("model", "default"), ("benchmark", "default"), ("epoch", 1)):
         df[col] = df[col].fillna(default) if col in df else default
@@ -47,6 +48,11 @@ def per_skill_counts(paths: list[str]) -> pd.DataFrame:
         off[[*KEYS, "correct", "is_error"]], on=KEYS, suffixes=("_pos", "_neg"))
     pairs = pairs[~(pairs["is_error_pos"] | pairs["is_error_neg"])]
     pairs["skill"] = [retrieved_ids(r, s) for r, s in zip(pairs["retrievals"], pairs["retrieved"], strict=True)]
+    return pairs
+
+
+def per_skill_counts(paths: list[str]) -> pd.DataFrame:
+    pairs = load_pairs(paths)
     pairs["b"] = pairs["correct_pos"] & ~pairs["correct_neg"]
     pairs["c"] = ~pairs["correct_pos"] & pairs["correct_neg"]
     ex = pairs[["skill", "b", "c"]].explode("skill").dropna(subset=["skill"])

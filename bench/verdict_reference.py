@@ -20,28 +20,14 @@ import json
 
 import numpy as np
 import pandas as pd
-from pandas_reference import KEYS, retrieved_ids
+import pandas_reference
 from scipy import sparse, stats
 from sklearn.linear_model import Ridge
 from statsmodels.stats.multitest import multipletests
 
 
 def load_pairs(paths: list[str]) -> pd.DataFrame:
-    df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True)
-    for col, default in (("model", "default"), ("benchmark", "default"), ("epoch", 1)):
-        df[col] = df[col].fillna(default) if col in df else default
-    for col in ("retrievals", "retrieved", "error"):
-        if col not in df:
-            df[col] = None
-    df["condition"] = df["condition"].map({"enabled": 1, "on": 1, "skills_on": 1,
-                                           "disabled": 0, "off": 0, "skills_off": 0})
-    df["correct"] = df["correct"].astype(bool)
-    df["is_error"] = df["error"].notna()
-    on, off = df[df["condition"] == 1], df[df["condition"] == 0]
-    pairs = on[[*KEYS, "correct", "retrievals", "retrieved", "is_error"]].merge(
-        off[[*KEYS, "correct", "is_error"]], on=KEYS, suffixes=("_pos", "_neg"))
-    pairs = pairs[~(pairs["is_error_pos"] | pairs["is_error_neg"])].reset_index(drop=True)
-    pairs["skill"] = [retrieved_ids(r, s) for r, s in zip(pairs["retrievals"], pairs["retrieved"], strict=True)]
+    pairs = pandas_reference.load_pairs(paths).reset_index(drop=True)
     pairs["flip"] = pairs["correct_pos"].astype(int) - pairs["correct_neg"].astype(int)
     return pairs
 
