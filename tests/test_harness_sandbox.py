@@ -654,7 +654,8 @@ def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostil
     assert stop() == []
     assert survivors(token) == []
     if sys.platform.startswith("linux") and got["layers"]["seccomp"]:
-        assert got["layers"] == {"user": False, "namespaces": False, "seccomp": True}
+        assert got["layers"] == {"user": False, "namespaces": False, "seccomp": True, "cgroup": False,
+                                 "new_root": False}
 
 
 def _nobody_cli_env() -> dict[str, str] | None:

@@ -1373,14 +1373,14 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
     mark = "@@" + secrets.token_hex(8) + "@@"
     name = f"outputs-{secrets.token_hex(8)}.json"
     res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits, args=(mark, name),
-                            collect=(name,), collect_max=_outputs_cap(limits))
+                            collect=(name,), collect_max=OUTPUTS_MAX)
     if res.timed_out:
         return Score(False, f"timeout after {res.duration_s:.1f}s"), code
     verdict = _marked(res, mark)
     if verdict is not None and not verdict.get("ok"):
         return Score(False, _reason(f"failed {verdict.get('stage')}: {verdict.get('error')}", 300)), code
     if name in res.oversized:
-        return Score(False, f"outputs larger than {_outputs_cap(limits) >> 20} MiB"), code
+        return Score(False, f"outputs larger than {OUTPUTS_MAX >> 20} MiB"), code
     if verdict is None or name not in files:
         return Score(False, _reason(_failure_reason(res, "solution"))), code
     try:
@@ -1436,12 +1436,6 @@ def _check_context(task) -> str:
 # the largest outputs document of a candidate the scorer reads (larger: a scored failure, unread)
 OUTPUTS_MAX = 8 * 1024 * 1024
 
-
-def _outputs_cap(limits: Limits) -> int:
-    """Bytes of recorded outputs read back: the sandbox's own file-size limit (at least 8 MiB), so
-    an honest answer that could write its outputs is never failed for their size (Mbpp/630's
-    canonical outputs exceed 8 MiB)."""
-    return max(OUTPUTS_MAX, limits.fsize_mb * 1024 * 1024)
 REASON_MAX = 200
 
 
@@ -1487,11 +1481,11 @@ def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits
     name = f"outputs-{secrets.token_hex(8)}.json"
     payload = json.dumps({"code": code, "entry_point": entry_point, "calls": enc_calls})
     res, got = run_python(CALLS_RUNNER, {"payload.json": payload.encode()}, limits, args=(name,),
-                          collect=(name,), collect_max=_outputs_cap(limits))
+                          collect=(name,), collect_max=OUTPUTS_MAX)
     if res.timed_out:
         return CallsResult((), failure=f"timeout after {res.duration_s:.1f}s")
     if name in res.oversized:
-        return CallsResult((), failure=f"outputs larger than {_outputs_cap(limits) >> 20} MiB")
+        return CallsResult((), failure=f"outputs larger than {OUTPUTS_MAX >> 20} MiB")
     if name not in got:
         return CallsResult((), failure="exited before the calls finished" if res.returncode == 0
                            else _reason(_failure_reason(res, "solution")))
