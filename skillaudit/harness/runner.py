@@ -302,6 +302,22 @@ def _warm_oracle(scorer: Scorer, task: Task) -> None:
             "plus": mbpp_deserialize_inputs(task.task_id, task.data["plus_input"])})
 
 
+def select_tasks(opts: RunOptions) -> list[Task]:
+    """The tasks a run covers: a task file or a benchmark, then --task-id or --limit, then --shard."""
+    from .taskfile import load_task_file
+
+    tasks = load_task_file(opts.tasks) if opts.tasks else load_tasks(opts.benchmark, opts.data)
+    if opts.task_ids:
+        by_id = {t.task_id: t for t in tasks}
+        missing = [t for t in opts.task_ids if t not in by_id]
+        if missing:
+            raise InputError(f"unknown task id(s): {', '.join(missing)}")
+        tasks = [by_id[t] for t in opts.task_ids]
+    else:
+        tasks = sample_tasks(tasks, opts.limit, opts.seed)
+    return shard_tasks(tasks, opts.shard)
+
+
 def run(opts: RunOptions, quiet: bool = False,
         on_record: Callable[[dict[str, Any]], None] | None = None) -> RunSummary:
     """Run every sampled task in both conditions (and epochs) and append records to `opts.out`."""
@@ -320,16 +336,7 @@ def run(opts: RunOptions, quiet: bool = False,
     if opts.arms:
         return run_arms(opts, quiet, on_record)
     unsafe_reason = _unsafe_reason(opts)
-    tasks = load_tasks(opts.benchmark, opts.data)
-    if opts.task_ids:
-        by_id = {t.task_id: t for t in tasks}
-        missing = [t for t in opts.task_ids if t not in by_id]
-        if missing:
-            raise InputError(f"unknown task id(s): {', '.join(missing)}")
-        tasks = [by_id[t] for t in opts.task_ids]
-    else:
-        tasks = sample_tasks(tasks, opts.limit, opts.seed)
-    tasks = shard_tasks(tasks, opts.shard)
+    tasks = select_tasks(opts)
     warnings: list[str] = []
     if unsafe_reason:
         warnings.append(f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})")

@@ -36,26 +36,11 @@ from .runner import (
     _key,
     _prepare_output,
     _Writer,
-    shard_tasks,
+    select_tasks,
     task_seed,
 )
 from .score import Scorer
-from .tasks import Task, load_tasks, sample_tasks
-
-
-def select_tasks(opts: RunOptions) -> list[Task]:
-    from .taskfile import load_task_file
-
-    tasks = load_task_file(opts.tasks) if opts.tasks else load_tasks(opts.benchmark, opts.data)
-    if opts.task_ids:
-        by_id = {t.task_id: t for t in tasks}
-        missing = [t for t in opts.task_ids if t not in by_id]
-        if missing:
-            raise InputError(f"unknown task id(s): {', '.join(missing)}")
-        tasks = [by_id[t] for t in opts.task_ids]
-    else:
-        tasks = sample_tasks(tasks, opts.limit, opts.seed)
-    return shard_tasks(tasks, opts.shard)
+from .tasks import Task
 
 
 def _view(task: Task, seed: int, epoch: int) -> dict[str, Any]:
