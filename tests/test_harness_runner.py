@@ -261,3 +261,57 @@ def test_bad_shard_is_a_usage_error(setup, value):
                                    "--out", str(tmp_path / "o.jsonl"), "--shard", value])
     assert res.exit_code == 2
     assert f"Invalid value for '--shard': {value!r} is not I/N with 1 <= I <= N (e.g. 2/4)" in res.output
+
+
+def test_benchmark_reuse_reruns_only_changed_enabled_runs_with_plain_run_fields(setup):
+    """`run --benchmark --reuse OLD`: disabled and untouched enabled records are copied byte for byte,
+    only the enabled runs that were shown an edited skill go back to the model, through the same
+    protocol entry as a plain run, so their records have exactly a plain run's fields."""
+    import shutil
+
+    tmp_path, data, lib = setup
+    old = tmp_path / "old.jsonl"
+    with ScriptedServer(smart) as srv:
+        run(options(tmp_path, data, lib, srv.url, out=str(old)), quiet=True)
+    shown = {r["task_id"] for r in read(old) for c in r["retrievals"] for s in c["skills"] if s["id"] == "prime-test"}
+    assert shown and len(shown) < 3
+    new_lib = tmp_path / "skills2"
+    shutil.copytree(lib, new_lib)
+    md = new_lib / "prime-test" / "SKILL.md"
+    md.write_text(md.read_text(encoding="utf-8") + "Check divisors up to the square root only.\n", encoding="utf-8")
+    new = tmp_path / "new.jsonl"
+    with ScriptedServer(smart) as srv:
+        summary = run(options(tmp_path, data, new_lib, srv.url, out=str(new), reuse=str(old)), quiet=True)
+        n_requests = len(srv.requests)
+    rerun = [r for r in read(new) if r not in read(old)]
+    assert summary.reuse is not None and summary.reuse.startswith(f"re-ran {summary.written} of 6 episodes")
+    assert {r["task_id"] for r in rerun} >= shown and all(r["condition"] == "enabled" for r in rerun)
+    assert summary.written == len(rerun) and n_requests == 2 * len(rerun)  # native: a search turn + an answer
+    old_lines = set(old.read_bytes().splitlines())
+    assert sum(line in old_lines for line in new.read_bytes().splitlines()) == 6 - len(rerun)
+    plain = {(r["task_id"], r["condition"]): r for r in read(old)}
+    for r in rerun:
+        ref = plain[(r["task_id"], r["condition"])]
+        assert list(r) == list(ref) and list(r["meta"]) == list(ref["meta"])
+        assert [list(c) for c in r["retrievals"]] == [list(c) for c in ref["retrievals"]]
+    assert load_runs([new], strict=True).n_pairs == 3
+
+
+def test_benchmark_episode_timeout_is_an_error_record(setup):
+    """The built-in agent runs through the protocol's call_agent, so --episode-timeout bounds a
+    benchmark episode too: a run that hangs is an error record naming the task."""
+    import time
+
+    tmp_path, data, lib = setup
+
+    def slow(path, body):  # the disabled run (the last unit: the scripted server answers one at a time) hangs
+        if "tools" not in body:
+            time.sleep(1.5)
+        return smart(path, body)
+
+    with ScriptedServer(slow) as srv:
+        summary = run(options(tmp_path, data, lib, srv.url, limit=1, episode_timeout=0.3), quiet=True)
+    by = {r["condition"]: r for r in read(tmp_path / "out.jsonl")}
+    assert summary.errors == 1 and by["enabled"]["error"] is None and by["enabled"]["invoked"] is True
+    assert by["disabled"]["error"] == (f"agent: built-in search agent did not return within 0.3s on task "
+                                       f"{by['disabled']['task_id']}")

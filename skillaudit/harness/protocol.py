@@ -32,6 +32,7 @@ from .agent import (
     SYSTEM_CODE,
     AgentConfig,
     ChatClient,
+    Tool,
     parse_text_tool_calls,
     render_chatml,
     run_episode,
@@ -80,10 +81,15 @@ BodyArm = Callable[[str, str], str]
 class Skills:
     """What an enabled run's agent may do with the library; every call is logged."""
 
-    def __init__(self, index: SkillIndex, top_k: int = 3, body_arm: BodyArm | None = None) -> None:
+    def __init__(self, index: SkillIndex, top_k: int = 3, body_arm: BodyArm | None = None,
+                 search_arm: Tool | None = None) -> None:
         self._index = index
         self.top_k = top_k
         self.body_arm = body_arm
+        #: an arm's answer to a `search_skills` call instead of a search (`run --arms`: harness/arms.py)
+        self.search_arm = search_arm
+        #: set by the built-in search loop: the model called the tool (even a call that found nothing)
+        self.called = False
         self.retrievals: list[dict[str, Any]] = []
         self.listed: list[str] = []
         self.loaded: list[str] = []
@@ -102,10 +108,17 @@ class Skills:
                  "body": self._body(h.id)} for h in ret.hits]
 
     def search_tool(self, query: Any, types: Any, shown: set[str]) -> tuple[Retrieval, str]:
-        """The built-in `search_skills` tool routed through this object (logged the same way)."""
+        """The built-in `search_skills` tool's answer to one call: a BM25 search (or the arm's
+        answer). The search agent logs every call of its episode with `log_calls`, including the
+        malformed ones that never reach the tool, in the order the model made them."""
+        if self.search_arm is not None:
+            return self.search_arm(query, types, shown)
         ret = self._index.search(query, types, k=self.top_k)
-        self.retrievals.append({**ret.to_record(), "tool": "search"})
         return ret, render_result(self._index, ret, shown)
+
+    def log_calls(self, calls: list[Retrieval]) -> None:
+        """Log the built-in loop's `search_skills` calls (the records `run --benchmark` always wrote)."""
+        self.retrievals.extend(r.to_record() for r in calls)
 
     def load(self, name: Any) -> str | None:
         """A skill's body (None for an unknown name); logged as a retrieval with one hit."""
@@ -126,8 +139,10 @@ class Skills:
 
     @property
     def invoked(self) -> bool:
-        """S_call: at least one skill came back (a load, or a search with hits)."""
-        return any(r.get("skills") for r in self.retrievals)
+        """S_call: at least one skill came back (a load, or a search with hits), or the built-in
+        search loop called its tool (`invoked` as DESIGN §3.1 logs it; what came back is in the
+        retrievals)."""
+        return self.called or any(r.get("skills") for r in self.retrievals)
 
 
 def load_agent(spec: str) -> Callable[[dict[str, Any], Any], Any]:
@@ -144,17 +159,35 @@ class _TaskView:
         self.is_code = task.get("kind") == "tests" or bool(task.get("is_code"))
 
 
-def search_agent(client: ChatClient, cfg: AgentConfig) -> Callable[..., dict[str, Any]]:
-    """The paper's `search_skills` loop (`agent.run_episode`) as a protocol agent."""
+def search_agent(client: ChatClient, cfg: AgentConfig,
+                 replays: dict[tuple[str, int], list[dict[str, Any]]] | None = None) -> Callable[..., dict[str, Any]]:
+    """The paper's `search_skills` loop (`agent.run_episode`) as a protocol agent: what `run
+    --benchmark`, `--tasks` (search mode), `--reuse` and the arms call.
+
+    `replays` ({(task id, epoch): an enabled record's tool-call turns}) supplies the logged call
+    turns instead of asking the model (the arms); the tool's answer comes from `skills.search_tool`
+    (a search, or the arm's tool). The returned `meta` holds what the records log about the loop:
+    `turns`, `finish_reason`, `tool_calls`, `malformed_calls`, `refused_calls`, `replayed_turns`
+    (replayed runs) and `replay` (the call turns an arm can replay).
+    """
 
     def agent(task: dict[str, Any], skills: Skills | None) -> dict[str, Any]:
         seed = int(task.get("seed", 0))
         index = skills._index if skills is not None else None
-        ep = run_episode(client, cfg, _TaskView(task), skills is not None, seed, index,
+        replay = (replays or {}).get((str(task["id"]), int(task.get("epoch", 1)))) if skills is not None else None
+        ep = run_episode(client, cfg, _TaskView(task), skills is not None, seed, index, replay=replay,
                          tool=skills.search_tool if skills is not None else None)
-        return {"answer": ep.answer_text, "usage": ep.usage,
-                "meta": {"turns": ep.turns, "finish_reason": ep.finish_reason,
-                         **({"replay": ep.call_turns} if ep.call_turns else {})}}
+        if skills is not None:
+            skills.log_calls(ep.retrievals)
+            skills.called = ep.invoked
+        meta: dict[str, Any] = {"turns": ep.turns, "finish_reason": ep.finish_reason,
+                                "tool_calls": len(ep.retrievals) + ep.refused_calls,
+                                "malformed_calls": ep.malformed_calls, "refused_calls": ep.refused_calls}
+        if ep.replayed:
+            meta["replayed_turns"] = ep.replayed
+        if ep.call_turns:
+            meta["replay"] = ep.call_turns
+        return {"answer": ep.answer_text, "usage": ep.usage, "meta": meta}
 
     return agent
 
@@ -290,8 +323,12 @@ _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix
 
 
 def call_agent(agent: Callable[..., Any], task: dict[str, Any], skills: Skills | None,
-               timeout: float | None, name: str) -> ProtocolEpisode:
-    """Call the agent (with a timeout), check what it returned, collect what was logged."""
+               timeout: float | None, name: str, trusted: bool = False) -> ProtocolEpisode:
+    """Call the agent (with a timeout), check what it returned, collect what was logged.
+
+    `trusted` (skillaudit's own agents): an exception that is not a HarnessError is a bug in
+    skillaudit, not the user's agent, and propagates as it is (the runner logs it as `unexpected`).
+    """
     start = time.monotonic()
     fut = _POOL.submit(agent, task, skills)
     try:
@@ -301,6 +338,8 @@ def call_agent(agent: Callable[..., Any], task: dict[str, Any], skills: Skills |
     except HarnessError:
         raise
     except Exception as exc:
+        if trusted:
+            raise
         raise AgentFailure(f"{name} raised {type(exc).__name__} on task {task['id']}: {str(exc)[:300]}") from None
     latency = time.monotonic() - start
     usage: dict[str, int] = {}

@@ -1,5 +1,8 @@
 """`skillaudit run`: both conditions per task, epochs, bounded concurrency, resume, JSON Lines.
 
+The built-in agent runs through the agent protocol (harness/protocol.py): every episode, main pair
+or arm, is `call_agent(search_agent(...), task, skills)`, the entry `--tasks` and `--agent` use.
+
 Records follow DESIGN §3.1 and are appended one by one (flushed and fsynced), so a killed run loses
 at most the records in flight; re-running the same command skips every (model, benchmark, task,
 condition, epoch) already in the output file. Failures after retries become error records
@@ -24,7 +27,8 @@ import orjson
 from .. import __version__
 from ..errors import HarnessError, InputError, OutputError
 from . import score as _score
-from .agent import AgentConfig, AgentError, ChatClient, run_episode
+from .agent import AgentConfig, AgentError, ChatClient
+from .protocol import AgentFailure, ProtocolEpisode, Skills, call_agent, search_agent
 from .retrieve import SkillIndex
 from .score import Limits, Scorer
 from .tasks import CODE_BENCHMARKS, Task, load_tasks, sample_tasks
@@ -254,33 +258,38 @@ def _unsafe_reason(opts: RunOptions) -> str | None:
     return why or "no isolation"
 
 
-def _finish(rec: dict[str, Any], task: Task, ep, score, answer: str) -> None:
-    """Fill a record from an episode and its score."""
+BUILTIN_AGENT = "built-in search agent"
+
+
+def _finish(rec: dict[str, Any], task: Task, ep: ProtocolEpisode, score, answer: str) -> None:
+    """Fill a record from a protocol episode of the built-in search agent and its score."""
     rec["correct"] = bool(score.correct)
     rec["invoked"] = ep.invoked
-    rec["retrievals"] = [r.to_record() for r in ep.retrievals]
+    rec["retrievals"] = ep.retrievals
     rec["answer"] = answer
+    m = ep.meta
     rec["meta"].update({
-        "latency_s": round(ep.latency_s, 3), "usage": ep.usage, "turns": ep.turns,
-        "finish_reason": ep.finish_reason, "score": score.reason,
-        "tool_calls": len(ep.retrievals) + ep.refused_calls,
-        "malformed_calls": ep.malformed_calls, "refused_calls": ep.refused_calls,
+        "latency_s": round(ep.latency_s, 3), "usage": ep.usage, "turns": m.get("turns"),
+        "finish_reason": m.get("finish_reason"), "score": score.reason,
+        "tool_calls": m.get("tool_calls", 0),
+        "malformed_calls": m.get("malformed_calls", 0), "refused_calls": m.get("refused_calls", 0),
     })
-    if ep.replayed:
-        rec["meta"]["replayed_turns"] = ep.replayed
+    if m.get("replayed_turns"):
+        rec["meta"]["replayed_turns"] = m["replayed_turns"]
     if task.is_code:
-        rec["meta"]["response"] = ep.answer_text
+        rec["meta"]["response"] = ep.answer
     elif "extracted" in score.details:
         rec["meta"]["extracted"] = score.details["extracted"]
 
 
-def _attempt(rec: dict[str, Any], task: Task, scorer: Scorer, episode: Callable[[], Any]) -> dict[str, Any]:
+def _attempt(rec: dict[str, Any], task: Task, scorer: Scorer,
+             episode: Callable[[], ProtocolEpisode]) -> dict[str, Any]:
     """Run `episode()`, score its answer and fill `rec`; a failure becomes the record's `error`."""
     try:
         _warm_oracle(scorer, task)
         ep = episode()
-        score, answer = scorer.score(task, ep.answer_text)
-    except AgentError as exc:
+        score, answer = scorer.score(task, ep.answer)
+    except (AgentError, AgentFailure) as exc:
         rec["error"] = f"agent: {exc}"
         return rec
     except HarnessError as exc:
@@ -329,12 +338,15 @@ def run(opts: RunOptions, quiet: bool = False,
         raise InputError("--concurrency must be at least 1")
     if opts.agent.tool_mode not in ("text", "native", "chatml"):
         raise InputError("--tool-mode must be text, native or chatml")
-    if opts.tasks or opts.agent_spec or opts.skills_mode != "search" or opts.reuse:
+    if opts.tasks or opts.agent_spec or opts.skills_mode != "search":
         from .taskrun import run_tasks
 
         return run_tasks(opts, quiet, on_record)
     if opts.arms:
+        if opts.reuse:
+            raise InputError("--reuse re-runs main pairs; run the arms of the new log with --arms --base NEW")
         return run_arms(opts, quiet, on_record)
+    from .taskrun import _view, plan_reuse, seed_output
     unsafe_reason = _unsafe_reason(opts)
     tasks = select_tasks(opts)
     warnings: list[str] = []
@@ -358,6 +370,12 @@ def run(opts: RunOptions, quiet: bool = False,
 
     out = Path(opts.out)
     model_label = opts.model_label or opts.agent.model
+    reuse_line = None
+    if opts.reuse:
+        # copy every record whose view of the library cannot have changed; the rest are re-run below
+        plan = plan_reuse(opts.reuse, index, "search", reuse_library=opts.reuse_skills, top_k=opts.agent.top_k)
+        seed_output(out, plan)
+        reuse_line = plan.sentence()
     done = _prepare_output(out, opts.retry_errors)
     units: list[tuple[Task, str, int]] = []
     skipped = 0
@@ -374,12 +392,13 @@ def run(opts: RunOptions, quiet: bool = False,
                     else:
                         units.append((t, cond, epoch))
     summary = RunSummary(out=str(out), n_tasks=len(tasks), planned=len(units), skipped=skipped,
-                         warnings=warnings)
+                         warnings=warnings, reuse=reuse_line)
     if not units:
         return summary
 
     scorer = Scorer(opts.limits, opts.cache_dir)
     client = ChatClient(opts.agent)
+    agent_fn = search_agent(client, opts.agent)
     writer = _Writer(out)
     base_meta = {**opts.agent.public(), "harness": f"skillaudit {__version__}",
                  "excluded_skills": list(opts.exclude_skills)}
@@ -396,11 +415,12 @@ def run(opts: RunOptions, quiet: bool = False,
             "answer": "", "meta": {**base_meta, "seed": seed}, "error": None,
         }
 
-        def episode():
-            ep = run_episode(client, opts.agent, task, cond == "enabled", seed,
-                             index if cond == "enabled" else None)
-            if cond == "enabled" and ep.call_turns:
-                rec["meta"]["replay"] = ep.call_turns
+        def episode() -> ProtocolEpisode:
+            skills = Skills(index, opts.agent.top_k) if cond == "enabled" else None
+            ep = call_agent(agent_fn, _view(task, seed, epoch), skills, opts.episode_timeout, BUILTIN_AGENT,
+                            trusted=True)
+            if cond == "enabled" and ep.meta.get("replay"):
+                rec["meta"]["replay"] = ep.meta["replay"]
             return ep
 
         return _attempt(rec, task, scorer, episode)
@@ -488,6 +508,7 @@ def run_arms(opts: RunOptions, quiet: bool = False,
         read_base,
         replay_turns,
     )
+    from .taskrun import _view
 
     specs = parse_arms(opts.arms or "")
     unsafe_reason = _unsafe_reason(opts)
@@ -572,10 +593,11 @@ def run_arms(opts: RunOptions, quiet: bool = False,
             "answer": "", "meta": meta, "error": None,
         }
 
-        def episode():
+        def episode() -> ProtocolEpisode:
             if arm == "replicate":
                 meta["seed"] = arm_seed(seed, "replicate")
-                ep = run_episode(client, opts.agent, task, False, meta["seed"], None)
+                return call_agent(search_agent(client, opts.agent), _view(task, meta["seed"], pair.epoch), None,
+                                  opts.episode_timeout, BUILTIN_AGENT, trusted=True)
             else:
                 meta["seed"] = seed
                 kept = None
@@ -589,9 +611,12 @@ def run_arms(opts: RunOptions, quiet: bool = False,
                 tool = ArmTool(arm, index, list(pair.enabled.get("retrievals") or []),
                                arm_seed(seed, arm, max(m, 0)), kept=kept, pruned_index=pruned_index,
                                top_k=opts.agent.top_k)
-                ep = run_episode(client, opts.agent, task, True, seed, index,
-                                 replay=replay_turns(pair.enabled, chatml_forced), tool=tool)
-            return ep
+                # the logged call turns are replayed; only the tool's answer (the arm) changes
+                agent_fn = search_agent(client, opts.agent,
+                                        {(task.task_id, pair.epoch): replay_turns(pair.enabled, chatml_forced)})
+                return call_agent(agent_fn, _view(task, seed, pair.epoch),
+                                  Skills(index, opts.agent.top_k, search_arm=tool),
+                                  opts.episode_timeout, BUILTIN_AGENT, trusted=True)
 
         return _attempt(rec, task, scorer, episode)
 
