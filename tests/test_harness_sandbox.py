@@ -476,14 +476,14 @@ def test_poisoned_oracle_cache_is_never_executed(mbpp, tmp_path):
     assert first.score(task, fence(CORRECT_CODE["Mbpp/3"]))[0].correct
     key = OracleCache(cache)._key(task)
     entry = cache / f"{key}.json"
-    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v3"
+    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v4"
     assert (cache.stat().st_mode & 0o777) == 0o700 and (entry.stat().st_mode & 0o077) == 0
     assert not list(cache.glob("*.pkl"))
     proof = tmp_path / "pwned"
     wrong = "def is_not_prime(n):\n    return True\n"
     # an entry claiming every output is True, so that a wrong answer would pass with it
     forged = json.loads(entry.read_text())
-    forged["results"] = {g: [["ok", True] for _ in rows] for g, rows in forged["results"].items()}
+    forged["results"] = {g: [["ok", "true"] for _ in rows] for g, rows in forged["results"].items()}
     poisons = [pickle.dumps(_Boom(str(proof))), b"\x80\x04garbage", json.dumps(forged).encode()]
     for i, poison in enumerate(poisons):
         (cache / f"{key}.pkl").write_bytes(pickle.dumps(_Boom(str(proof))))
