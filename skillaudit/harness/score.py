@@ -1552,9 +1552,12 @@ def _compare(entry: str, data: bytes, inputs: dict[str, list[Any]], expected: Ex
     `data` is the candidate's outputs file (one line per input, `_output_lines`), read one output at a
     time: an output whose bytes are the expected output's matches without being decoded; any other is
     decoded (with the expected one) and compared as EvalPlus does, unless its JSON holds more than
-    VALUES_FACTOR times the expected output's values plus VALUES_SLACK (`_json_values`): such an
-    output is scored wrong undecoded, so the scorer's memory stays proportional to the expected
-    outputs whatever the answer writes. A malformed file is a failure ("unreadable outputs")."""
+    VALUES_FACTOR times the expected output's values (or tagged values, the costliest to build) plus
+    VALUES_SLACK (`_json_values`): equal values have as many (a list equal to a tuple only under
+    EvalPlus's float tolerance, which flattens both, may have up to twice as many), so such an output
+    is scored wrong undecoded. The scorer's memory is thus the file (at most the cap) plus a bounded
+    multiple of the largest expected output, whatever the answer writes. A malformed file is a
+    failure ("unreadable outputs")."""
     passed = {g: 0 for g in expected.groups}
     done = {g: 0 for g in expected.groups}
     try:
@@ -1566,10 +1569,11 @@ def _compare(entry: str, data: bytes, inputs: dict[str, list[Any]], expected: Ex
             if st != "ok":
                 return Score(False, _reason(f"failed {group} test {i}: {_error_text(data, a, b)}", 300))
             if not _same_bytes(data, a, b, exp):
-                n, limit = _json_values(data, a, b), VALUES_FACTOR * _json_values(exp) + VALUES_SLACK
-                if n > limit:
-                    return Score(False, f"failed {group} test {i}: wrong output (more than {limit} JSON values, "
-                                        f"the expected output has {_json_values(exp)})")
+                limit = VALUES_FACTOR * _json_values(exp) + VALUES_SLACK
+                tags = VALUES_FACTOR * exp.count(b"{") + VALUES_SLACK  # a tagged value costs the most
+                if _json_values(data, a, b) > limit or data.count(b"{", a, b) > tags:
+                    return Score(False, f"failed {group} test {i}: wrong output (more JSON values than "
+                                        f"{VALUES_FACTOR}x the expected output's {_json_values(exp)} + {VALUES_SLACK})")
                 out = _loads_tagged(data[a:b])
                 if not _output_matches(entry, out, _loads_tagged(exp), atol, not_none):
                     return Score(False, _reason(f"failed {group} test {i}: wrong output: {_safe_repr(out)}", 300))
