@@ -1108,3 +1108,11 @@ def test_remove_tree_survives_deep_unwritable_trees(tmp_path):
         os.chdir(tmp_path)
     score_mod._remove_tree(p)
     assert not os.path.exists(p)
+
+
+def test_cgroup_status_names_the_fallback():
+    """Without usable per-sandbox cgroups (none are set up yet), cgroup_status says so and names the
+    limits the sandbox falls back to."""
+    usable, why = score_mod.cgroup_status()
+    assert not usable and ("no per-sandbox cgroup" in why or "not implemented" in why), why
+    assert "falling back to per-process limits: RLIMIT_AS" in why and "memfd_create" in why, why

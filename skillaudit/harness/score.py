@@ -572,6 +572,9 @@ def cgroup_status() -> tuple[bool, str]:
     """(usable, why not) for per-sandbox cgroup v2 limits. The sandbox does not use cgroups yet: it
     says here what the machine offers; without them memory is bounded by RLIMIT_AS, the tmpfs sizes
     and the denied memfd_create / SysV shm, and processes by RLIMIT_NPROC of the sandbox's own uid."""
+    fallback = ("; falling back to per-process limits: RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE and RLIMIT_NPROC "
+                "of a uid of the sandbox's own, a size- and inode-limited private tmpfs, memfd_create and "
+                "SysV shm denied")
     for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
         try:
             with open(os.path.join(root, "cgroup.controllers"), encoding="ascii") as fh:
@@ -581,9 +584,10 @@ def cgroup_status() -> tuple[bool, str]:
         missing = {"memory", "pids", "cpu"} - have
         if missing:
             return False, (f"cgroup v2 at {root} lacks the {', '.join(sorted(missing))} controller(s) "
-                           "(a hybrid v1/v2 host?): no per-sandbox cgroup limits")
-        return False, f"cgroup v2 at {root} has the controllers, but per-sandbox cgroups are not implemented yet"
-    return False, "no cgroup v2 hierarchy: no per-sandbox cgroup limits"
+                           "(a hybrid v1/v2 host?): no per-sandbox cgroup limits" + fallback)
+        return False, (f"cgroup v2 at {root} has the controllers, but per-sandbox cgroups are not implemented yet"
+                       + fallback)
+    return False, "no cgroup v2 hierarchy: no per-sandbox cgroup limits" + fallback
 
 
 def run_python(
