@@ -1110,6 +1110,22 @@ def test_remove_tree_survives_deep_unwritable_trees(tmp_path):
     assert not os.path.exists(p)
 
 
+def test_humaneval_value_bomb_is_a_failure_undecoded(he0):
+    """An answer whose outputs on check()'s calls are trees of empty lists (~3 MB of JSON within the
+    caps, costly to decode) is scored failed without the scorer decoding them."""
+    import tracemalloc
+
+    bomb = "def has_close_elements(numbers, threshold):\n    return [[]] * 100_000\n"
+    tracemalloc.start()
+    try:
+        s, _ = Scorer(FAST).score(he0, fence(bomb))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not s.correct and s.reason == f"outputs hold more than {score_mod.CALLS_VALUES_MAX} JSON values", s
+    assert peak < 16 << 20, peak
+
+
 def test_cgroup_status_names_the_fallback():
     """Without usable per-sandbox cgroups (none are set up yet), cgroup_status says so and names the
     limits the sandbox falls back to."""

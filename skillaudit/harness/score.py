@@ -1645,6 +1645,11 @@ def run_calls(code: str, entry_point: str, calls: list[tuple[list[Any], dict[str
     return _run_encoded_calls(code, entry_point, enc_calls, limits)
 
 
+# the most JSON values the outputs of `run_calls` may hold (no expected output bounds them here; those
+# of HumanEval's canonical solutions hold a few thousand at most): ~256k values decode to tens of MB
+CALLS_VALUES_MAX = 1 << 18
+
+
 def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits: Limits) -> CallsResult:
     name = f"outputs-{secrets.token_hex(8)}.json"
     payload = json.dumps({"code": code, "entry_point": entry_point, "calls": enc_calls})
@@ -1657,6 +1662,8 @@ def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits
     if name not in got:
         return CallsResult((), failure="exited before the calls finished" if res.returncode == 0
                            else _reason(_failure_reason(res, "solution")))
+    if _json_values(got[name]) > CALLS_VALUES_MAX:  # decoding would build that many objects
+        return CallsResult((), failure=f"outputs hold more than {CALLS_VALUES_MAX} JSON values")
     try:
         doc = json.loads(got[name])
         load, rows = doc["load"], doc["outputs"]
