@@ -2,7 +2,10 @@
 
     python bench/sandbox_bench.py overhead [N]     # N trivial sandboxed runs, mean wall time
     python bench/sandbox_bench.py humaneval        # canonical HumanEval solutions through the scorer
-    python bench/sandbox_bench.py mbpp [CACHE]     # canonical MBPP+ solutions through the scorer
+    python bench/sandbox_bench.py mbpp [CACHE] [WORKERS]  # canonical MBPP+ solutions through the scorer
+
+WORKERS (default 2) candidates are scored at a time; on one core (taskset -c 0) use 1, else two
+candidates share the core and CPU-heavy ones (Mbpp/630, 5.5 s alone) reach the 10 s timeout.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def humaneval() -> None:
     print(f"humaneval canonical: {len(res) - len(fails)}/{len(res)} pass in {time.perf_counter() - t:.0f}s; fails {fails}")
 
 
-def mbpp(cache: str | None) -> None:
+def mbpp(cache: str | None, workers: int = 2) -> None:
     path = default_data_path("mbpp_plus")
     tasks = load_tasks("mbpp_plus", path)
     opener = gzip.open if str(path).endswith(".gz") else open
@@ -65,7 +68,7 @@ def mbpp(cache: str | None) -> None:
             return task.task_id, type("E", (), {"correct": False, "reason": f"error: {exc}"})()
         return task.task_id, s
 
-    with ThreadPoolExecutor(2) as ex:
+    with ThreadPoolExecutor(workers) as ex:
         res = list(ex.map(one, tasks))
     fails = [(i, s.reason[:80]) for i, s in res if not s.correct]
     print(f"mbpp+ canonical: {len(res) - len(fails)}/{len(res)} pass in {time.perf_counter() - t:.0f}s; fails {fails}")
@@ -78,4 +81,4 @@ if __name__ == "__main__":
     elif what == "humaneval":
         humaneval()
     else:
-        mbpp(sys.argv[2] if len(sys.argv) > 2 else None)
+        mbpp(sys.argv[2] if len(sys.argv) > 2 else None, int(sys.argv[3]) if len(sys.argv) > 3 else 2)

@@ -476,14 +476,14 @@ def test_poisoned_oracle_cache_is_never_executed(mbpp, tmp_path):
     assert first.score(task, fence(CORRECT_CODE["Mbpp/3"]))[0].correct
     key = OracleCache(cache)._key(task)
     entry = cache / f"{key}.json"
-    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v3"
+    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v4"
     assert (cache.stat().st_mode & 0o777) == 0o700 and (entry.stat().st_mode & 0o077) == 0
     assert not list(cache.glob("*.pkl"))
     proof = tmp_path / "pwned"
     wrong = "def is_not_prime(n):\n    return True\n"
     # an entry claiming every output is True, so that a wrong answer would pass with it
     forged = json.loads(entry.read_text())
-    forged["results"] = {g: [["ok", True] for _ in rows] for g, rows in forged["results"].items()}
+    forged["results"] = {g: [["ok", "true"] for _ in rows] for g, rows in forged["results"].items()}
     poisons = [pickle.dumps(_Boom(str(proof))), b"\x80\x04garbage", json.dumps(forged).encode()]
     for i, poison in enumerate(poisons):
         (cache / f"{key}.pkl").write_bytes(pickle.dumps(_Boom(str(proof))))
@@ -1022,6 +1022,75 @@ def test_deep_tree_crafted_outputs_and_huge_results_are_scored_failures(he0, mbp
     assert os.listdir(scratch) == []
 
 
+GRID = "def grid(n):\n    return [[i, j] for i in range(n) for j in range(n)]\n"
+# the shape of Mbpp/630 (adjacent coordinates): ~1.6 MB of small lists, more than the cap's floor
+# (lowered from 8 MiB to 1 MiB in these tests, to keep them fast; Mbpp/630 itself: bench/sandbox_bench.py)
+BIG_ROW = {"task_id": "Mbpp/9001", "prompt": '"""\nAll pairs of coordinates below n.\n"""', "entry_point": "grid",
+           "canonical_solution": "\n" + GRID, "base_input": [[250]], "plus_input": [[350]], "atol": 0,
+           "contract": "", "assertion": "\nassert grid(1) == [[0, 0]]\n"}
+ROOMY = Limits(timeout_s=30, cpu_s=30, memory_mb=1024, fsize_mb=16, nproc=32)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """The large-output task, its scorer and its canonical outputs (computed once)."""
+    folder = tmp_path_factory.mktemp("mbpp-big")
+    task = load_tasks("mbpp_plus", write_rows(folder / "m.jsonl", [BIG_ROW]))[0]
+    scorer = Scorer(ROOMY, cache_dir=folder / "cache")
+    inputs = {"base": BIG_ROW["base_input"], "plus": BIG_ROW["plus_input"]}
+    return task, scorer, scorer.oracles.get(task, inputs)
+
+
+def test_answers_reproducing_large_canonical_outputs_pass(big, monkeypatch):
+    """An honest answer whose outputs are as large as the canonical ones (beyond the floor of the cap,
+    like Mbpp/630's 10.9 MiB beyond 8 MiB) passes, byte-identical or not; a wrong one still fails."""
+    task, scorer, expected = big
+    monkeypatch.setattr(score_mod, "OUTPUTS_MAX", 1 << 20)
+    assert expected.size > score_mod.OUTPUTS_MAX and score_mod.outputs_cap(expected.size) > 2 * expected.size
+    assert scorer.score(task, fence(GRID))[0].correct
+    other = "import itertools\ndef grid(n):\n    return [list(p) for p in itertools.product(range(n), repeat=2)]\n"
+    assert scorer.score(task, fence(other))[0].correct
+    s, _ = scorer.score(task, fence(GRID.replace("range(n) for j", "range(n - 1) for j")))
+    assert not s.correct and s.reason.startswith("failed base test 0: wrong output"), s
+
+
+def test_hostile_outputs_of_a_large_output_task_fail_with_bounded_scorer_memory(big, monkeypatch):
+    """Against a task with ~10 MB of expected outputs: outputs beyond the task's cap are left unread,
+    an output with many more JSON values than the expected one (a tree of empty lists, cheap to write,
+    costly to decode) is scored wrong without being decoded, and a near miss is decoded one output at
+    a time; each is a failure, and the scorer's memory stays within the cap (the file read) plus a
+    fixed multiple of the largest expected output (its decoding and the near miss's)."""
+    import tracemalloc
+
+    task, scorer, expected = big
+    monkeypatch.setattr(score_mod, "OUTPUTS_MAX", 1 << 20)
+    cap = score_mod.outputs_cap(expected.size)
+    oversized = GRID.replace("return [", "return ['x' * (2 << 20)] + [")
+    bomb = "def grid(n):\n    return [[]] * (4 * n * n)\n"
+    # the most costly outputs still decoded: as many JSON values (or tagged ones) as allowed
+    lists = "def grid(n):\n    return [[]] * (3 * n * n)\n"
+    sets = "def grid(n):\n    return [set()] * 4096\n"
+    near = GRID.replace("return [", "return [[-1, -1]] + [").replace("for j in range(n)]", "for j in range(n)][1:]")
+    largest = max(len(v) for rows in expected.groups.values() for _, v in rows)
+    verdicts, peaks = [], []
+    tracemalloc.start()
+    try:
+        for c in (oversized, bomb, near, lists, sets):
+            tracemalloc.reset_peak()
+            verdicts.append(scorer.score(task, fence(c))[0])
+            peaks.append(tracemalloc.get_traced_memory()[1])
+    finally:
+        tracemalloc.stop()
+    assert [v.correct for v in verdicts] == [False] * 5, verdicts
+    assert verdicts[0].reason == f"outputs larger than {cap / (1 << 20):.0f} MiB", verdicts[0]
+    assert verdicts[1].reason.startswith("failed base test 0: wrong output (more JSON values than 2x"), verdicts[1]
+    assert verdicts[2].reason.startswith("failed base test 0: wrong output: [[-1, -1], [0, 1]"), verdicts[2]
+    assert peaks[0] < 1 << 20 and peaks[1] < cap + (1 << 20), (peaks, cap)  # neither decoded
+    assert verdicts[3].reason.startswith("failed base test 0: wrong output: [[], [], ["), verdicts[3]
+    assert verdicts[4].reason.startswith("failed base test 0: wrong output: [set(), set(), "), verdicts[4]
+    assert max(peaks[2:]) < cap + 16 * largest, (peaks, cap, largest)
+
+
 def test_remove_tree_survives_deep_unwritable_trees(tmp_path):
     """The cleanup's fallback removes a 3,000-deep tree whose folders are read-only, without recursion."""
     top = tmp_path / "top"
@@ -1039,3 +1108,27 @@ def test_remove_tree_survives_deep_unwritable_trees(tmp_path):
         os.chdir(tmp_path)
     score_mod._remove_tree(p)
     assert not os.path.exists(p)
+
+
+def test_humaneval_value_bomb_is_a_failure_undecoded(he0):
+    """An answer whose outputs on check()'s calls are trees of empty lists (~3 MB of JSON within the
+    caps, costly to decode) is scored failed without the scorer decoding them."""
+    import tracemalloc
+
+    bomb = "def has_close_elements(numbers, threshold):\n    return [[]] * 100_000\n"
+    tracemalloc.start()
+    try:
+        s, _ = Scorer(FAST).score(he0, fence(bomb))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not s.correct and s.reason == f"outputs hold more than {score_mod.CALLS_VALUES_MAX} JSON values", s
+    assert peak < 16 << 20, peak
+
+
+def test_cgroup_status_names_the_fallback():
+    """Without usable per-sandbox cgroups (none are set up yet), cgroup_status says so and names the
+    limits the sandbox falls back to."""
+    usable, why = score_mod.cgroup_status()
+    assert not usable and ("no per-sandbox cgroup" in why or "not implemented" in why), why
+    assert "falling back to per-process limits: RLIMIT_AS" in why and "memfd_create" in why, why

@@ -49,7 +49,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -572,6 +572,9 @@ def cgroup_status() -> tuple[bool, str]:
     """(usable, why not) for per-sandbox cgroup v2 limits. The sandbox does not use cgroups yet: it
     says here what the machine offers; without them memory is bounded by RLIMIT_AS, the tmpfs sizes
     and the denied memfd_create / SysV shm, and processes by RLIMIT_NPROC of the sandbox's own uid."""
+    fallback = ("; falling back to per-process limits: RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE and RLIMIT_NPROC "
+                "of a uid of the sandbox's own, a size- and inode-limited private tmpfs, memfd_create and "
+                "SysV shm denied")
     for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
         try:
             with open(os.path.join(root, "cgroup.controllers"), encoding="ascii") as fh:
@@ -581,9 +584,10 @@ def cgroup_status() -> tuple[bool, str]:
         missing = {"memory", "pids", "cpu"} - have
         if missing:
             return False, (f"cgroup v2 at {root} lacks the {', '.join(sorted(missing))} controller(s) "
-                           "(a hybrid v1/v2 host?): no per-sandbox cgroup limits")
-        return False, f"cgroup v2 at {root} has the controllers, but per-sandbox cgroups are not implemented yet"
-    return False, "no cgroup v2 hierarchy: no per-sandbox cgroup limits"
+                           "(a hybrid v1/v2 host?): no per-sandbox cgroup limits" + fallback)
+        return False, (f"cgroup v2 at {root} has the controllers, but per-sandbox cgroups are not implemented yet"
+                       + fallback)
+    return False, "no cgroup v2 hierarchy: no per-sandbox cgroup limits" + fallback
 
 
 def run_python(
@@ -826,8 +830,10 @@ def _decode_output(x: Any, depth: int = 0) -> Any:
     return _codec["dec"](x, depth)
 
 
-# Runs a solution on inputs and records each output (or the exception's name) as tagged JSON in
-# the file named by argv[2]: the canonical solution (mode "oracle") and a model's answer alike.
+# Runs a solution on inputs and records each output (or the exception's name) in the file named by
+# argv[2], one line per input in order: `group<TAB>ok<TAB>tagged JSON` or `group<TAB>error<TAB>"reason"`
+# (json.dumps never writes a raw tab or newline) - the canonical solution (the oracle) and a model's
+# answer alike, so equal outputs are equal bytes.
 # The parent compares the answer's outputs with the canonical ones - the sandboxed code never
 # sees the expected outputs, and nothing it prints or writes is unpickled or trusted as a verdict.
 RUNNER = GUARD + CODEC + r"""
@@ -859,22 +865,27 @@ except BaseException as exc:
     report({"ok": False, "stage": "load", "error": type(exc).__name__ + ": " + str(exc)[:300]})
     raise SystemExit(0)
 
-results = {}
+def line(group, status, value):
+    try:
+        text = json.dumps(value)
+    except BaseException:
+        text = json.dumps({"r": "unencodable"})
+    return group + "\t" + status + "\t" + text + "\n"
+
+lines = []
 for group, inputs in P["inputs"].items():
-    outs = []
     for inp in inputs:
         try:
             out = fn(*copy.deepcopy(inp))
             if P.get("not_none"):
                 out = out is not None
-            outs.append(["ok", safe_enc(out)])
+            lines.append(line(group, "ok", safe_enc(out)))
         except BaseException as exc:
-            outs.append(["error", type(exc).__name__ + ": " + str(exc)[:200]])
+            lines.append(line(group, "error", type(exc).__name__ + ": " + str(exc)[:200]))
         sink.seek(0); sink.truncate()
-    results[group] = outs
 sys.stdout = sys.__stdout__
 with open(OUT_NAME, "w", encoding="utf-8") as fh:
-    json.dump(results, fh)
+    fh.writelines(lines)
 report({"ok": True})
 """
 
@@ -1194,18 +1205,137 @@ def _failure_reason(res: ExecResult, what: str) -> str:
     return f"{what} exited {res.returncode}{sig} without a result" + (f": {tail[0][:200]}" if tail else "")
 
 
-def _decode_results(doc: Any, groups) -> dict[str, list[Any]]:
-    """{group: [(status, value)]} from the runner's tagged JSON (ValueError/TypeError/KeyError if malformed)."""
-    out = {}
-    for g in groups:
-        rows = doc[g]
-        if not isinstance(rows, list):
-            raise TypeError("not a list")
-        out[g] = [(st, _decode_output(v) if st == "ok" else str(v)) for st, v in rows]
+# ---- recorded outputs: read one line at a time, compared as bytes, decoded with a budget -----------
+# the smallest cap on a candidate's outputs file (a task whose canonical outputs are larger gets more)
+OUTPUTS_MAX = 8 * 1024 * 1024
+# an output is decoded (for a comparison other than byte equality) only if its JSON has at most this
+# many times the JSON values of the expected output, plus VALUES_SLACK (see `_json_values`)
+VALUES_FACTOR, VALUES_SLACK = 2, 4096
+
+
+def outputs_cap(canonical_bytes: int) -> int:
+    """The largest outputs file the scorer reads from a candidate, for a task whose canonical outputs
+    take `canonical_bytes`: OUTPUTS_MAX, or twice the canonical size plus 1 MiB when that is larger,
+    so that an answer whose outputs are as large as the expected ones is read (Mbpp/630: 10.9 MiB)."""
+    return max(OUTPUTS_MAX, 2 * canonical_bytes + (1 << 20))
+
+
+def _json_values(data: bytes, start: int = 0, end: int | None = None) -> int:
+    """An upper bound on the values (and keys) of the JSON text `data[start:end]`: every value but the
+    first follows a `[`, `{`, `,` or `:` (those inside strings make it larger, never smaller). Four
+    scans at C speed, nothing allocated: it bounds what decoding the text would build."""
+    end = len(data) if end is None else end
+    return 1 + sum(data.count(c, start, end) for c in (b"[", b"{", b",", b":"))
+
+
+def _tag_hook(pairs: list[tuple[str, Any]]) -> Any:
+    """json's object hook for the tagged encoding (`CODEC`): the same values as its `dec`, built in one
+    pass while parsing (no second copy of the tree)."""
+    if len(pairs) != 1:
+        raise ValueError("not a tagged value")
+    tag, val = pairs[0]
+    if tag == "t":
+        if not isinstance(val, list):
+            raise ValueError("malformed tuple")
+        return tuple(val)
+    if tag in ("s", "fs"):
+        if not isinstance(val, list):
+            raise ValueError("malformed set")
+        try:
+            return set(val) if tag == "s" else frozenset(val)
+        except TypeError:
+            return _Opaque("unhashable set")
+    if tag == "d":
+        if not isinstance(val, list):
+            raise ValueError("malformed dict")
+        try:
+            return {k: v for k, v in val}
+        except TypeError:
+            return _Opaque("unhashable dict")
+    if tag == "c":
+        return complex(val[0], val[1])
+    if tag == "b":
+        return bytes.fromhex(val)
+    return _Opaque(val if isinstance(val, str) and len(val) <= 100 else "?")
+
+
+def _loads_tagged(text: bytes | str) -> Any:
+    """One output from its tagged JSON (ValueError, TypeError, IndexError or RecursionError if malformed)."""
+    return json.loads(text, object_pairs_hook=_tag_hook)
+
+
+def _output_lines(data: bytes, inputs: dict[str, list[Any]]):
+    """(group, index, status, start, end) for each line of a RUNNER outputs file, in order: the value is
+    `data[start:end]`. ValueError for a line that is malformed, of another group than the next input's,
+    or beyond the inputs. Nothing is copied or decoded here."""
+    order = ((g, i) for g, rows in inputs.items() for i in range(len(rows)))
+    pos, n = 0, len(data)
+    while pos < n:
+        end = data.find(b"\n", pos)
+        t1 = data.find(b"\t", pos, end)
+        t2 = data.find(b"\t", t1 + 1, end) if t1 >= 0 else -1
+        if end < 0 or t2 < 0:
+            raise ValueError("malformed outputs line")
+        group, i = next(order, (None, 0))
+        if group is None or data[pos:t1] != group.encode():
+            raise ValueError("outputs out of order or more outputs than inputs")
+        status = data[t1 + 1:t2]
+        if status not in (b"ok", b"error"):
+            raise ValueError("malformed outputs line")
+        yield group, i, status.decode(), t2 + 1, end
+        pos = end + 1
+
+
+def _error_text(data: bytes, start: int, end: int) -> str:
+    """The reason of an `error` line (a JSON string; at most 4 KiB of it is read)."""
+    raw = data[start:min(end, start + 4096)]
+    with contextlib.suppress(ValueError, RecursionError):
+        val = json.loads(raw)
+        return val if isinstance(val, str) else "?"
+    return raw.decode("utf-8", "replace")
+
+
+def _decode_lines(data: bytes, inputs: dict[str, list[Any]], max_values: int = 1 << 20) -> dict[str, list[Any]]:
+    """{group: [(status, value)]} from a RUNNER outputs file, every value decoded (for task-file tests,
+    whose outputs are small). ValueError when malformed or when the file holds more than `max_values`
+    JSON values (which bounds the memory decoding takes)."""
+    if _json_values(data) > max_values:
+        raise ValueError("outputs too large to decode")
+    out: dict[str, list[Any]] = {g: [] for g in inputs}
+    for group, _i, st, a, b in _output_lines(data, inputs):
+        out[group].append((st, _loads_tagged(data[a:b]) if st == "ok" else _error_text(data, a, b)))
     return out
 
 
-ORACLE_FORMAT = "skillaudit.oracle/v3"
+@dataclass(frozen=True)
+class Expected:
+    """The canonical outputs of one MBPP+ task, kept encoded: per group, one (status, value) per input,
+    the value being the tagged JSON bytes of an output or the error text. `size` is their total size."""
+
+    groups: dict[str, tuple[tuple[str, Any], ...]]
+    size: int
+
+    def decoded(self) -> dict[str, list[tuple[str, Any]]]:
+        """{group: [(status, decoded value or error text)]}."""
+        return {g: [(st, _loads_tagged(v) if st == "ok" else v) for st, v in rows] for g, rows in self.groups.items()}
+
+
+def _expected_from_lines(data: bytes, inputs: dict[str, list[Any]]) -> Expected:
+    """The canonical run's outputs file as `Expected` (each value checked to decode, one at a time)."""
+    groups: dict[str, list[tuple[str, Any]]] = {g: [] for g in inputs}
+    for group, _i, st, a, b in _output_lines(data, inputs):
+        if st == "ok":
+            value = data[a:b]
+            _loads_tagged(value)
+            groups[group].append((st, value))
+        else:
+            groups[group].append((st, _error_text(data, a, b)))
+    if any(len(groups[g]) != len(rows) for g, rows in inputs.items()):
+        raise ValueError("fewer outputs than inputs")
+    return Expected({g: tuple(r) for g, r in groups.items()}, len(data))
+
+
+ORACLE_FORMAT = "skillaudit.oracle/v4"
 
 
 def _private_dir(path: Path) -> bool:
@@ -1226,9 +1356,10 @@ def _private_dir(path: Path) -> bool:
 
 
 class OracleCache:
-    """Expected MBPP+ outputs per task, computed once by running the canonical solution.
+    """Expected MBPP+ outputs per task (`Expected`), computed once by running the canonical solution.
 
-    Kept in memory, and on disk as tagged JSON (never pickle) under `cache_dir` (default
+    Kept in memory encoded (bytes, decoded only when a comparison needs it), and on disk as tagged
+    JSON (never pickle) under `cache_dir` (default
     `$XDG_CACHE_HOME/skillaudit/oracles`), keyed by a hash of the task's data; never inside the
     repository. The folder is made 0700; a folder or file that is not ours, or that others can
     write, is ignored (memory only), and an entry that does not decode is a miss.
@@ -1251,7 +1382,7 @@ class OracleCache:
                                task.data["base_input"], task.data["plus_input"]), protocol=4))
         return h.hexdigest()[:24]
 
-    def _load(self, key: str, groups) -> dict[str, list[Any]] | None:
+    def _load(self, key: str, inputs: dict[str, list[Any]]) -> Expected | None:
         path = self.dir / f"{key}.json"
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -1263,14 +1394,29 @@ class OracleCache:
                 if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o022 or (
                         hasattr(os, "getuid") and st.st_uid != os.getuid()):
                     return None
-                doc = json.loads(fh.read())
+                doc = json.loads(fh.read())  # ours: every value in it is a string
             if doc.get("format") != ORACLE_FORMAT or doc.get("key") != key:
                 return None
-            return _decode_results(doc["results"], groups)
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            groups, size = {}, 0
+            for g, rows in inputs.items():
+                got = doc["results"][g]
+                if not isinstance(got, list) or len(got) != len(rows):
+                    return None
+                out = []
+                for status, text in got:
+                    if status not in ("ok", "error") or not isinstance(text, str):
+                        return None
+                    if status == "ok":
+                        text = text.encode("ascii")
+                        _loads_tagged(text)
+                    out.append((status, text))
+                    size += len(text) + len(g) + 8
+                groups[g] = tuple(out)
+            return Expected(groups, int(doc.get("size", size)) if isinstance(doc.get("size"), int) else size)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
             return None
 
-    def _store(self, key: str, results: Any) -> None:
+    def _store(self, key: str, expected: Expected) -> None:
         if not _private_dir(self.dir):
             return
         path = self.dir / f"{key}.json"
@@ -1278,12 +1424,14 @@ class OracleCache:
         with contextlib.suppress(OSError):
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"format": ORACLE_FORMAT, "key": key, "results": results}, fh)
+                results = {g: [[st, v.decode("ascii") if st == "ok" else v] for st, v in rows]
+                           for g, rows in expected.groups.items()}
+                json.dump({"format": ORACLE_FORMAT, "key": key, "size": expected.size, "results": results}, fh)
             os.replace(tmp, path)
         with contextlib.suppress(OSError):
             tmp.unlink()
 
-    def get(self, task, inputs: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    def get(self, task, inputs: dict[str, list[Any]]) -> Expected:
         key = self._key(task)
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -1307,12 +1455,11 @@ class OracleCache:
                 raise HarnessError(f"{task.task_id}: the canonical solution could not be run: "
                                    f"{(verdict or {}).get('error') or _failure_reason(res, 'oracle')}")
             try:
-                results = json.loads(files[name])
-                oracle = _decode_results(results, inputs)
-            except (ValueError, TypeError, KeyError, RecursionError) as exc:
+                oracle = _expected_from_lines(files[name], inputs)
+            except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
                 raise HarnessError(f"{task.task_id}: unreadable canonical outputs ({exc})") from None
             self._mem[key] = oracle
-            self._store(key, results)
+            self._store(key, oracle)
             return oracle
 
 
@@ -1372,25 +1519,21 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
     payload = {"mode": "outputs", "code": code, "entry_point": entry, "inputs": inputs, "not_none": not_none}
     mark = "@@" + secrets.token_hex(8) + "@@"
     name = f"outputs-{secrets.token_hex(8)}.json"
-    res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits, args=(mark, name),
-                            collect=(name,), collect_max=OUTPUTS_MAX)
+    cap = outputs_cap(expected.size)
+    mib = -(-cap // (1 << 20))  # room to write outputs as large as the cap, never less than before
+    run_limits = replace(limits, fsize_mb=max(limits.fsize_mb, mib), disk_mb=max(limits.disk_mb, mib + 16))
+    res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, run_limits, args=(mark, name),
+                            collect=(name,), collect_max=cap)
     if res.timed_out:
         return Score(False, f"timeout after {res.duration_s:.1f}s"), code
     verdict = _marked(res, mark)
     if verdict is not None and not verdict.get("ok"):
         return Score(False, _reason(f"failed {verdict.get('stage')}: {verdict.get('error')}", 300)), code
     if name in res.oversized:
-        return Score(False, f"outputs larger than {OUTPUTS_MAX >> 20} MiB"), code
+        return Score(False, f"outputs larger than {cap / (1 << 20):.0f} MiB"), code
     if verdict is None or name not in files:
         return Score(False, _reason(_failure_reason(res, "solution"))), code
-    try:
-        outputs = _decode_results(json.loads(files[name]), inputs)
-        for group, rows in outputs.items():
-            if len(rows) > len(inputs[group]):
-                raise ValueError("more outputs than inputs")
-    except Exception:  # whatever the answer wrote, an undecodable document is a failure
-        return Score(False, "unreadable outputs"), code
-    return _compare(entry, outputs, expected, task.data["atol"], not_none), code
+    return _compare(entry, files.pop(name), inputs, expected, task.data["atol"], not_none), code
 
 
 def _safe_repr(x: Any) -> str:
@@ -1400,23 +1543,51 @@ def _safe_repr(x: Any) -> str:
         return "<unprintable>"
 
 
-def _compare(entry: str, outputs: dict[str, list[Any]], expected: dict[str, list[Any]], atol: float,
+def _same_bytes(data: bytes, a: int, b: int, exp: bytes) -> bool:
+    """Whether `data[a:b]` is `exp` (no copy), for an expected output whose equality with itself is
+    certain: no NaN (unequal to itself) and no opaque value (equal to nothing) in it."""
+    return b - a == len(exp) and b"NaN" not in exp and b'{"r": ' not in exp and memoryview(data)[a:b] == exp
+
+
+def _compare(entry: str, data: bytes, inputs: dict[str, list[Any]], expected: Expected, atol: float,
              not_none: bool) -> Score:
-    """Correct when every test whose canonical run succeeded gives a matching output."""
-    passed = {}
-    for group, exp_list in expected.items():
-        outs = outputs.get(group, [])
-        n = 0
-        for i, (status, exp) in enumerate(exp_list):
-            if status != "ok":
+    """Correct when every test whose canonical run succeeded gives a matching output.
+
+    `data` is the candidate's outputs file (one line per input, `_output_lines`), read one output at a
+    time: an output whose bytes are the expected output's matches without being decoded; any other is
+    decoded (with the expected one) and compared as EvalPlus does, unless its JSON holds more than
+    VALUES_FACTOR times the expected output's values (or tagged values, the costliest to build) plus
+    VALUES_SLACK (`_json_values`): equal values have as many (a list equal to a tuple only under
+    EvalPlus's float tolerance, which flattens both, may have up to twice as many), so such an output
+    is scored wrong undecoded. The scorer's memory is thus the file (at most the cap) plus a bounded
+    multiple of the largest expected output, whatever the answer writes. A malformed file is a
+    failure ("unreadable outputs")."""
+    passed = {g: 0 for g in expected.groups}
+    done = {g: 0 for g in expected.groups}
+    try:
+        for group, i, st, a, b in _output_lines(data, inputs):
+            done[group] = i + 1
+            exp_st, exp = expected.groups[group][i]
+            if exp_st != "ok":
                 continue  # the canonical solution itself fails here: not a test
-            st, out = outs[i] if i < len(outs) else ("error", "no output")
             if st != "ok":
-                return Score(False, _reason(f"failed {group} test {i}: {out}", 300))
-            if not _output_matches(entry, out, exp, atol, not_none):
-                return Score(False, _reason(f"failed {group} test {i}: wrong output: {_safe_repr(out)}", 300))
-            n += 1
-        passed[group] = n
+                return Score(False, _reason(f"failed {group} test {i}: {_error_text(data, a, b)}", 300))
+            if not _same_bytes(data, a, b, exp):
+                limit = VALUES_FACTOR * _json_values(exp) + VALUES_SLACK
+                tags = VALUES_FACTOR * exp.count(b"{") + VALUES_SLACK  # a tagged value costs the most
+                if _json_values(data, a, b) > limit or data.count(b"{", a, b) > tags:
+                    return Score(False, f"failed {group} test {i}: wrong output (more JSON values than "
+                                        f"{VALUES_FACTOR}x the expected output's {_json_values(exp)} + {VALUES_SLACK})")
+                out = _loads_tagged(data[a:b])
+                if not _output_matches(entry, out, _loads_tagged(exp), atol, not_none):
+                    return Score(False, _reason(f"failed {group} test {i}: wrong output: {_safe_repr(out)}", 300))
+            passed[group] += 1
+    except Exception:  # whatever the answer wrote, an undecodable file is a failure
+        return Score(False, "unreadable outputs")
+    for group, rows in expected.groups.items():
+        for i in range(done[group], len(rows)):
+            if rows[i][0] == "ok":
+                return Score(False, f"failed {group} test {i}: no output")
     return Score(True, "passed", {"passed": passed})
 
 
@@ -1432,9 +1603,6 @@ def _check_context(task) -> str:
             continue
     return test
 
-
-# the largest outputs document of a candidate the scorer reads (larger: a scored failure, unread)
-OUTPUTS_MAX = 8 * 1024 * 1024
 
 REASON_MAX = 200
 
@@ -1477,6 +1645,11 @@ def run_calls(code: str, entry_point: str, calls: list[tuple[list[Any], dict[str
     return _run_encoded_calls(code, entry_point, enc_calls, limits)
 
 
+# the most JSON values the outputs of `run_calls` may hold (no expected output bounds them here; those
+# of HumanEval's canonical solutions hold a few thousand at most): ~256k values decode to tens of MB
+CALLS_VALUES_MAX = 1 << 18
+
+
 def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits: Limits) -> CallsResult:
     name = f"outputs-{secrets.token_hex(8)}.json"
     payload = json.dumps({"code": code, "entry_point": entry_point, "calls": enc_calls})
@@ -1489,6 +1662,8 @@ def _run_encoded_calls(code: str, entry_point: str, enc_calls: list[Any], limits
     if name not in got:
         return CallsResult((), failure="exited before the calls finished" if res.returncode == 0
                            else _reason(_failure_reason(res, "solution")))
+    if _json_values(got[name]) > CALLS_VALUES_MAX:  # decoding would build that many objects
+        return CallsResult((), failure=f"outputs hold more than {CALLS_VALUES_MAX} JSON values")
     try:
         doc = json.loads(got[name])
         load, rows = doc["load"], doc["outputs"]

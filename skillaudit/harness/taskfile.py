@@ -313,8 +313,8 @@ def score_tests(task: Task, reply: str, limits: Limits) -> tuple[Score, str]:
     if verdict is None or name not in files:
         return Score(False, _score._failure_reason(res, "solution")), code
     try:
-        outputs = _score._decode_results(json.loads(files[name]), inputs)["t"]
-    except (ValueError, TypeError, KeyError, RecursionError):
+        outputs = _score._decode_lines(files[name], inputs)["t"]
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError):
         return Score(False, "unreadable outputs"), code
     return check_assertions(d["tests"], d["entry_point"], outputs), code
 

@@ -83,6 +83,12 @@ def import_inspect(
     (`_common.name_benchmarks`). `arms` are (arm name, log) pairs (DESIGN §3.1b): their samples
     become arm records of the same key (`replicate` a disabled-side run, the rest enabled-side).
     """
+    from .._documents import check_file_depth
+
+    # every log is depth-checked before inspect_ai is even imported (its import alone takes seconds)
+    for paths in (enabled, disabled, [p for _, p in arms]):
+        for path in expand_logs(paths):
+            check_file_depth(path, INSPECT_MAX_DEPTH, err=ImportFormatError)
     log_api = require("inspect_ai.log", "inspect")
     pairer = Pairer("inspect")
     pairer.paired_on = "(model, sample id, epoch)"
@@ -126,9 +132,7 @@ INSPECT_MAX_DEPTH = 200  # deeper JSON is refused before inspect_ai's reader see
 
 
 def _read_header(log_api: Any, path: str) -> Any:
-    from .._documents import check_file_depth
-
-    check_file_depth(path, INSPECT_MAX_DEPTH, err=ImportFormatError)
+    """The log's header (its depth already checked by `import_inspect`)."""
     try:
         return log_api.read_eval_log(path, header_only=True)
     except FileNotFoundError:
