@@ -558,8 +558,23 @@ def library_effect(
         slope, _ = depth_slope(k, y, units, strata, 0, seed, level)  # its interval: only if needed below
 
     direction = None
-    # the exact task-level test of the same flips (McNemar; sign-flip over tasks with epochs)
-    flip_p = float(paired_test(units, np.rint(y).astype(np.int64))) if n_pairs else None
+    # the mean per injected skill, unpenalised: E[sum of flips] = sum_k n_k b_k under the additive
+    # model, so (sum of flips) / N estimates S / N without the ridge's shrinkage (whose bootstrap
+    # percentiles could leave the point estimate outside its own interval: a resampled task
+    # retrieving a rare skill shrinks less); its interval is the Tango score interval of the mean
+    # flip per retrieving pair (task-level, Rao-Scott with epochs) scaled by pairs / N, and
+    # `flip_p` is the score test that interval inverts
+    flip_p = None
+    if n_pairs and X.nnz and has_interval:
+        from .stats import paired_score
+
+        sc = paired_score(units, np.rint(y).astype(np.int64), level)
+        scale = n_pairs / float(X.nnz)
+        mean = float(np.sum(y)) / float(X.nnz)
+        mean_ci = (sc.ci[0] * scale, sc.ci[1] * scale) if sc.ci is not None else None
+        flip_p = sc.p
+    elif n_pairs:
+        flip_p = float(paired_test(units, np.rint(y).astype(np.int64)))
     excludes = mean_ci is not None and (mean_ci[0] > 0 or mean_ci[1] < 0)
     unconfirmed = excludes and flip_p is not None and flip_p > 1 - level
     if excludes and not unconfirmed:
@@ -609,3 +624,112 @@ def with_measured_differences(effect: LibraryEffect, differing: Sequence[str], n
 def library_rows(effects: Sequence[LibraryEffect]) -> list[dict[str, Any]]:
     """The `library` section of prune --json / audit.json."""
     return [e.to_dict() for e in effects]
+
+
+# ---------------------------------------------------------------- per-skill, conditioning on the task
+#: a per-skill "vs library" verdict needs at least this many retrieving tasks (said in the output)
+MIN_SKILL_TASKS = 5
+#: retrieved-set sizes above this share one stratum
+_MAX_SIZE_STRATUM = 4
+
+
+@dataclass(frozen=True)
+class StratifiedEffects:
+    """Per skill (columns of X): flips where it was retrieved against what the other skills' pairs of
+    the same kind of task would give (indirect standardisation, Mantel-Haenszel style).
+
+    A pair can only be harmed if it passed without skills (y- = 1) and only rescued if it failed
+    (y- = 0). Within strata of (model x benchmark cell, y-, retrieved-set size) the harm rate
+    given y- = 1 and the rescue rate given y- = 0 of the pairs *not* retrieving the skill give the
+    expected rescues and harms of its pairs; `expected_net` = E[rescues] - E[harms]. `effect` =
+    (observed net - expected net) / n_k, per retrieving pair. `p`: exact two-sided test of the
+    observed net against the difference of two Poisson counts with those means (Skellam; counts
+    divided by the design effect of the epochs, Rao-Scott); `ci` inverts that test over shifts of
+    the net, so it excludes 0 exactly when p <= 1 - level. `testable`: at least
+    `MIN_SKILL_TASKS` retrieving tasks and a smallest achievable p that passes Tarone's screen;
+    `q`: Benjamini-Hochberg over the testable skills only (discrete BH in the manner of Gilbert
+    2005: skills that cannot reach significance do not dilute it), NaN elsewhere. Each skill is
+    compared with the pairs *without* it (leave-one-out rates), so the effects do not sum to zero
+    by construction as the regression's did; the remaining dependence is positive (skills share
+    the reference pairs) and the false discovery proportion is checked by simulation
+    (bench/verdicts.py: Zipf library). `by_q` (Benjamini-Yekutieli, valid under any dependence)
+    is given beside it.
+    """
+
+    effect: np.ndarray
+    ci: np.ndarray
+    p: np.ndarray
+    q: np.ndarray
+    expected_net: np.ndarray
+    observed_net: np.ndarray
+    p_min: np.ndarray
+    testable: np.ndarray
+    n_tasks: np.ndarray
+    design_effect: float
+    by_q: np.ndarray | None = None
+
+
+def stratified_relative(X: Csr, y: np.ndarray, baseline: np.ndarray, units: np.ndarray,
+                        strata: np.ndarray, *, level: float = 0.95, q_alpha: float = 0.10,
+                        min_tasks: int = MIN_SKILL_TASKS) -> StratifiedEffects:
+    """`StratifiedEffects` of the retrieving pairs `X` (pairs x skills, 0/1) with flips `y`,
+    disabled outcomes `baseline`, tasks `units` and (model, benchmark) cells `strata`."""
+    from .stats import bh_qvalues as _bh
+    from .stats import by_qvalues, design_effect, skellam_test, tarone_testable
+
+    n, p = X.shape
+    nan = np.full(p, np.nan)
+    out = StratifiedEffects(nan.copy(), np.full((p, 2), np.nan), nan.copy(), nan.copy(), nan.copy(),
+                            nan.copy(), nan.copy(), np.zeros(p, dtype=bool), np.zeros(p, dtype=np.int64), 1.0)
+    if n == 0 or X.nnz == 0:
+        return out
+    y = np.rint(np.asarray(y)).astype(np.int64)
+    yneg = np.asarray(baseline).astype(bool)
+    size = np.minimum(np.diff(X.indptr), _MAX_SIZE_STRATUM)
+    _, s_of = np.unique(np.column_stack([strata, yneg, size]), axis=0, return_inverse=True)
+    s_of = s_of.ravel()
+    n_s = int(s_of.max()) + 1
+    flip_abs = np.abs(y)
+    N_s = np.bincount(s_of, minlength=n_s).astype(np.float64)
+    F_s = np.bincount(s_of, weights=flip_abs, minlength=n_s)
+    s_yneg = np.zeros(n_s, dtype=bool)
+    s_yneg[s_of] = yneg
+    row_of = X.row_index()
+    key = X.indices.astype(np.int64) * n_s + s_of[row_of]
+    n_ks = np.bincount(key, minlength=p * n_s).reshape(p, n_s).astype(np.float64)
+    f_ks = np.bincount(key, weights=flip_abs[row_of], minlength=p * n_s).reshape(p, n_s)
+    # the other skills' pairs: rate of a flip in each stratum (+1/2 over +1: never exactly 0 or 1)
+    rate = (F_s[None, :] - f_ks + 0.5) / (N_s[None, :] - n_ks + 1.0)
+    lam = n_ks * rate
+    lam_r = lam[:, ~s_yneg].sum(axis=1)  # rescues expected on its failing-without-skills pairs
+    lam_h = lam[:, s_yneg].sum(axis=1)
+    obs_r = f_ks[:, ~s_yneg].sum(axis=1)
+    obs_h = f_ks[:, s_yneg].sum(axis=1)
+    n0 = n_ks[:, ~s_yneg].sum(axis=1)
+    n1 = n_ks[:, s_yneg].sum(axis=1)
+    n_k = n0 + n1
+    tk = np.unique(units[row_of].astype(np.int64) * p + X.indices)
+    n_tasks = np.bincount(tk % p, minlength=p)
+    deff = design_effect(units, flip_abs.astype(np.float64))
+    effect, ci, pv, pmin = nan.copy(), np.full((p, 2), np.nan), nan.copy(), nan.copy()
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    for j in np.flatnonzero(n_k > 0).tolist():
+        r_s, h_s = round(obs_r[j] / deff), round(obs_h[j] / deff)
+        lr, lh = lam_r[j] / deff, lam_h[j] / deff
+        d_obs = r_s - h_s
+        rng = (-round(n1[j] / deff), round(n0[j] / deff))
+        if lr + lh > 2000:  # normal approximation of the Skellam (exact convolution too long)
+            sd = math.sqrt(lr + lh)
+            zz = (d_obs - (lr - lh)) / sd
+            pv[j] = math.erfc(abs(zz) / math.sqrt(2.0))
+            pmin[j] = 0.0
+            a, b = (lr - lh) - z * sd, (lr - lh) + z * sd
+        else:
+            pv[j], pmin[j], a, b = skellam_test(int(d_obs), lr, lh, level, rng)
+        effect[j] = ((obs_r[j] - obs_h[j]) - (lam_r[j] - lam_h[j])) / n_k[j]
+        ci[j] = ((d_obs - b) * deff / n_k[j], (d_obs - a) * deff / n_k[j])
+    testable = (n_tasks >= min_tasks) & ~np.isnan(pmin)
+    testable &= tarone_testable(np.where(testable, pmin, np.nan), q_alpha)
+    q = _bh(np.where(testable, pv, np.nan))
+    return StratifiedEffects(effect, ci, pv, q, lam_r - lam_h, obs_r - obs_h, pmin, testable,
+                             n_tasks.astype(np.int64), float(deff), by_qvalues(np.where(testable, pv, np.nan)))
