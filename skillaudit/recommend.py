@@ -451,7 +451,7 @@ def _recommend_one(
             ev["harmful_cluster"] = cluster_of[sid]
         counts = f"net {a.net:+d} (b {a.b}, c {a.c}) over {_tasks(a)}, q {_fmt_q(a.q_value)}"
         coef_txt = f"its effect {_fmt_pp(a.coef)}{_fmt_ci(a.coef_ci)}" if a.coef is not None else ""
-        rel_txt = (f"{_fmt_pp(a.relative_effect)}{_fmt_ci(a.relative_ci)} vs the library average "
+        rel_txt = (f"{_fmt_pp(a.relative_effect)}{_fmt_ci(a.relative_ci)} vs the other entries "
                    f"(q {_fmt_q(a.relative_q)})") if a.relative_effect is not None else ""
         if measured(a):
             ev["causal_effect"] = a.causal_effect
@@ -549,9 +549,14 @@ def _recommend_one(
                 else:
                     culprits = [p for p, _ in attribution.partners(sid)
                                 if p in rows and is_harmful(rows[p])]
-                    blame = (f"exposure counts look harmful ({counts}) but the regression does not "
-                             f"confirm it once co-retrieved skills are accounted for"
-                             + (f" ({coef_txt})" if coef_txt else ""))
+                    if a.coef_ci is not None and a.coef_ci[1] < 0:  # the vs-library test decided
+                        blame = (f"exposure counts look harmful ({counts}) and its regression effect is "
+                                 f"below zero ({coef_txt}), but it is not reliably worse than the other "
+                                 f"entries on the same kind of task ({rel_txt or 'no relative estimate'})")
+                    else:
+                        blame = (f"exposure counts look harmful ({counts}) but the regression does not "
+                                 f"confirm it once co-retrieved skills are accounted for"
+                                 + (f" ({coef_txt})" if coef_txt else ""))
                     if culprits:
                         blame += f"; the harm goes to co-retrieved {culprits[0]}"
             elif exp_harm and where:
