@@ -717,7 +717,7 @@ def _stratified_round(X: Csr, row_of: np.ndarray, y: np.ndarray, baseline: np.nd
     from .stats import bh_qvalues as _bh
     from .stats import by_qvalues, design_effect, skellam_test, tarone_testable
 
-    n, p = X.shape
+    p = X.shape[1]
     nan = np.full(p, np.nan)
     y = np.rint(np.asarray(y)).astype(np.int64)
     yneg = np.asarray(baseline).astype(bool)

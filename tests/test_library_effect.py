@@ -16,7 +16,6 @@ from skillaudit.library_effect import (
     _merged_design,
     _permutation_plan,
     heterogeneity_test,
-    library_effect,
 )
 from skillaudit.regression import SkillEffectRegression
 from skillaudit.runs import read_text_records

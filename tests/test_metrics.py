@@ -111,10 +111,10 @@ def test_ci_contains_point_estimate_and_is_seeded(write_jsonl):
 def test_rae_interval_covers_and_agrees_with_its_test_on_sparse_one_sided_flips():
     """0.028 harm, no rescue, 143 tasks (issue 27): over 150 data sets the RAE interval covers the
     truth in >= 90% and excludes 0 exactly when the displayed p <= 0.05; never zero-width."""
+    import orjson
+
     from skillaudit.runs import read_text_records
     from skillaudit.simulate import sparse_flips
-
-    import orjson
 
     cover = 0
     for seed in range(150):
@@ -130,9 +130,9 @@ def test_rae_interval_covers_and_agrees_with_its_test_on_sparse_one_sided_flips(
 
 def test_accuracy_interval_counts_tasks_not_epochs():
     """100 tasks x 3 identical epochs, half passing: the Wilson interval of 100 tasks, [40.4, 59.6]."""
-    from skillaudit.runs import read_text_records
-
     import orjson
+
+    from skillaudit.runs import read_text_records
 
     recs = []
     for t in range(100):
