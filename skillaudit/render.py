@@ -274,7 +274,7 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
 def arms_table(result: MetricsResult, out: Console | None = None) -> None:
     """Counterfactual arms per group: content and context effects, the A/A flip rate."""
     out = out or console()
-    t = Table(title="Counterfactual arms (percentage points; 95% CI from a task-level bootstrap)")
+    t = Table(title="Counterfactual arms (percentage points; 95% CI: score interval inverting p, task-level)")
     for col, just in [("model", "left"), ("benchmark", "left"), ("arm", "left"), ("tasks (runs)", "right"),
                       ("acc", "right"), ("content", "right"), ("content CI", "right"), ("p", "right"),
                       ("context", "right"), ("context CI", "right")]:

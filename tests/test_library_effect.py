@@ -84,9 +84,10 @@ def test_mean_effect_is_the_unpenalised_mean_flip_per_injected_skill():
     assert res.library.flip_p == pytest.approx(sc.p)
 
 
-def _by_hand_stratified(runs, skill, reference):
-    """Expected net of `skill`'s retrieving pairs from the rescue and harm rates (+1/2 over +1) of
-    the `reference` pairs without it in the same (disabled outcome, retrieved-set size) stratum."""
+def _by_hand_stratified(runs, skill, reference, judged):
+    """Expected net of `skill`'s retrieving pairs (those `judged` keeps) from the rescue and harm
+    rates (+1/2 over +1) of the `reference` pairs without it in the same (disabled outcome,
+    retrieved-set size) stratum."""
     rows = np.flatnonzero(runs.retrieved)
     ids = list(runs.skills)
     k = ids.index(skill)
@@ -96,25 +97,26 @@ def _by_hand_stratified(runs, skill, reference):
     yneg, flip = runs.y_neg[rows], np.abs(runs.flip[rows])
     expected = 0.0
     for i, x in enumerate(sets):
-        if k not in x:
+        if k not in x or not judged(x):
             continue
         same = [j for j in range(rows.size) if size[j] == size[i] and yneg[j] == yneg[i]
                 and k not in sets[j] and reference(sets[j])]
         rate = (sum(flip[j] for j in same) + 0.5) / (len(same) + 1.0)
         expected += -rate if yneg[i] else rate
-    observed = sum(int(runs.flip[rows[i]]) for i, x in enumerate(sets) if k in x)
-    return expected, observed, sum(k in x for x in sets)
+    observed = sum(int(runs.flip[rows[i]]) for i, x in enumerate(sets) if k in x and judged(x))
+    return expected, observed, sum(k in x and judged(x) for x in sets)
 
 
 def test_relative_effect_is_observed_minus_expected_net_on_the_same_kind_of_task():
-    """relative_effect_k = (observed net - net the other skills' rates predict in its strata) / n_k, by hand, with the second pass leaving the first pass's worse skills out of the reference."""
+    """relative_effect_k = (observed net - net the other skills' rates predict in its strata) / n_k, by hand; the second pass leaves the first pass's worse skill out of the reference and judges the others on their pairs without it."""
     runs = _world(2, harm={"s3": 0.6}, n_tasks=300)
     res = attribute(runs, n_boot=0)
     by_id = {s.skill_id: s for s in res.skills}
     assert by_id["s3"].relative_q <= 0.1 and by_id["s3"].relative_effect < 0
     s3 = list(runs.skills).index("s3")
     for s in ("s1", "s3", "s5"):
-        expected, observed, n_k = _by_hand_stratified(runs, s, lambda x: s3 not in x)
+        judged = (lambda x: True) if s == "s3" else (lambda x: s3 not in x)
+        expected, observed, n_k = _by_hand_stratified(runs, s, lambda x: s3 not in x, judged)
         assert by_id[s].expected_net == pytest.approx(expected, rel=1e-9)
         assert by_id[s].relative_effect == pytest.approx((observed - expected) / n_k, rel=1e-9)
 
