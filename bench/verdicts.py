@@ -22,10 +22,106 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
+import orjson
+
 from skillaudit.attribution import attribute_models
 from skillaudit.metrics import compute_metrics
 from skillaudit.recommend import recommend
-from skillaudit.simulate import scenario
+from skillaudit.runs import read_text_records
+from skillaudit.simulate import easy_hard, scenario, sparse_flips, zipf_library
+
+
+def _runs(records):
+    return read_text_records("".join(orjson.dumps(r).decode() + "\n" for r in records), name="<sim>")
+
+
+def _flags(records, n_boot: int, seed: int):
+    """(prune/rewrite set, skills with relative_q <= 0.1 and their sign, attribution) of one data set."""
+    runs = _runs(records)
+    ma = attribute_models(runs, n_boot=n_boot, seed=seed)
+    out = recommend(runs, ma)
+    flagged = {r.skill_id for r in out.skill_recommendations() if r.action in ("prune", "rewrite")}
+    rel = {r.skill_id: (r.relative_effect or 0.0) for r in ma.skills
+           if r.relative_q is not None and r.relative_q <= 0.1}
+    return flagged, rel
+
+
+def easy_hard_skills(seeds: range, n_boot: int) -> dict[str, float]:
+    """One harmful easy-task skill among easy/hard-task skills that all perturb alike."""
+    found = innocent = seeds_innocent = 0
+    for seed in seeds:
+        recs, truth = easy_hard(seed)
+        flagged, _ = _flags(recs, n_boot, seed)
+        harm = {s for s, k in truth.items() if k == "harmful"}
+        found += harm <= flagged
+        innocent += len(flagged - harm)
+        seeds_innocent += bool(flagged - harm)
+    return {"seeds": len(seeds), "harmful found": found, "innocent pruned/rewritten": innocent,
+            "seeds with an innocent flagged": seeds_innocent}
+
+
+def null_library(seeds: range, n_boot: int) -> dict[str, float]:
+    """No harmful skill (easy/hard retrieval, all perturb alike): seeds with any prune/rewrite."""
+    any_flag = 0
+    for seed in seeds:
+        recs, _ = easy_hard(seed, n_harmful=0)
+        flagged, _ = _flags(recs, n_boot, seed)
+        any_flag += bool(flagged)
+    z_any = 0
+    for seed in seeds:
+        recs, _ = zipf_library(seed, n_harmful=0)
+        flagged, _ = _flags(recs, n_boot, seed)
+        z_any += bool(flagged)
+    return {"seeds": len(seeds), "easy/hard null: seeds with prune/rewrite": any_flag,
+            "zipf null: seeds with prune/rewrite": z_any}
+
+
+def zipf(seeds: range, n_boot: int) -> dict[str, float]:
+    """200 Zipf-retrieved skills, 10 harmful: FDP of the "vs library" discoveries (q <= 0.1)."""
+    disc = false = better = flag_n = flag_false = found = 0
+    fdps = []
+    for seed in seeds:
+        recs, truth = zipf_library(seed)
+        flagged, rel = _flags(recs, n_boot, seed)
+        harm = {s for s, k in truth.items() if k == "harmful"}
+        worse = set(rel)
+        disc += len(worse)
+        false += len(worse - harm)
+        fdps.append(len(worse - harm) / max(len(worse), 1))
+        better += any(rel[s] > 0 for s in harm & worse)
+        flag_n += len(flagged)
+        flag_false += len(flagged - harm)
+        found += len(flagged & harm)
+    return {"seeds": len(seeds), "vs-library discoveries / seed": disc / len(seeds),
+            "FDP (pooled)": false / max(disc, 1), "mean FDP": float(np.mean(fdps)),
+            "seeds a harmful called better": better, "prune/rewrite / seed": flag_n / len(seeds),
+            "prune/rewrite FDP": flag_false / max(flag_n, 1), "harmful flagged / seed": found / len(seeds)}
+
+
+def sparse(n_sets: int, n_boot: int, epochs: int) -> dict[str, float]:
+    """Sparse one-sided RAE (0.028 harm, 0 rescue, 143 tasks): coverage of the RAE interval,
+    agreement of "interval excludes 0" with "displayed p <= 0.05"; null size (0.014 / 0.014 and
+    0.1 / 0.1) of the displayed test."""
+    cover = disagree = zero_width = 0
+    for seed in range(n_sets):
+        recs, truth = sparse_flips(seed, epochs=epochs)
+        g = next(g for g in compute_metrics(_runs(recs), n_boot=n_boot, seed=seed).groups if g.benchmark == "*")
+        lo, hi = g.rae_ci
+        cover += lo <= truth <= hi
+        zero_width += hi - lo <= 0
+        disagree += (lo > 0 or hi < 0) != (g.p_cond <= 0.05)
+    sizes = []
+    for rate in (0.014, 0.1):
+        rej = 0
+        for seed in range(n_sets):
+            recs, _ = sparse_flips(10_000 + seed, harm=rate, rescue=rate, epochs=epochs)
+            g = next(g for g in compute_metrics(_runs(recs), n_boot=0).groups if g.benchmark == "*")
+            rej += g.p_cond <= 0.05
+        sizes.append(rej / n_sets)
+    return {"data sets": n_sets, "coverage": cover / n_sets, "CI/p disagree": disagree / n_sets,
+            "zero-width": zero_width / n_sets, "null size (0.014/0.014)": sizes[0],
+            "null size (0.1/0.1)": sizes[1]}
 
 
 def _prune(name: str, seed: int, n_boot: int):
@@ -83,12 +179,22 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--null", type=int, default=200)
     ap.add_argument("--bootstrap", type=int, default=2000)
+    ap.add_argument("--only", default="", help="comma-separated scenario labels to run")
+    ap.add_argument("--sparse-sets", type=int, default=1000)
     args = ap.parse_args()
     seeds = range(args.seeds)
-    for label, fn in (("dilution", lambda: dilution(seeds, args.bootstrap)),
+    only = set(filter(None, args.only.split(",")))
+    for label, fn in (("easy-hard", lambda: easy_hard_skills(seeds, args.bootstrap)),
+                      ("null-lib", lambda: null_library(seeds, args.bootstrap)),
+                      ("zipf", lambda: zipf(seeds, args.bootstrap)),
+                      ("sparse", lambda: sparse(args.sparse_sets, args.bootstrap, 1)),
+                      ("sparse-ep3", lambda: sparse(args.sparse_sets, args.bootstrap, 3)),
+                      ("dilution", lambda: dilution(seeds, args.bootstrap)),
                       ("two-harmful", lambda: two_harmful(seeds, args.bootstrap)),
                       ("model-split", lambda: model_split(seeds, args.bootstrap)),
                       ("null-epochs", lambda: null_epochs(args.null))):
+        if only and label not in only:
+            continue
         t0 = time.perf_counter()
         row = fn()
         cells = ", ".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in row.items())

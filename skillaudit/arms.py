@@ -14,8 +14,10 @@ What the arms measure, per model (and benchmark), on the main pairs they join:
 - **A/A flip rate** = share of pairs whose `replicate` differs from the disabled run: how many
   flips happen with no change at all, next to (b + c) / n.
 
-Every interval is a task-level bootstrap (tasks with all their epochs and arm records), every
-p-value the task-level paired test (`stats.paired_test`). `mask` records feed the per-skill
+Arm effects (content, context, A/A) get the score interval of a paired difference and the test it
+inverts (`stats.paired_score`: Tango, Rao-Scott over tasks with epochs or several masks), so an
+interval excludes 0 exactly when the p beside it is <= 0.05; per-skill causal effects from masks
+keep a task-level bootstrap. `mask` records feed the per-skill
 causal surrogate (`causal_effects`).
 """
 
@@ -259,6 +261,8 @@ class ArmEffect:
     accuracy: float | None  # mean(y_arm)
     flip_between: float | None = None  # replicate: (b + c) / n between the conditions on the same pairs
     context_p: float | None = None  # task-level test of the context effect (enabled arms)
+    content_flips: int = 0  # pairs (x masks) where the enabled run and the arm differ
+    context_flips: int = 0  # pairs (x masks) where the arm and the disabled run differ
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "n_tasks": self.n_tasks, "content_effect": self.content_effect,
@@ -287,6 +291,17 @@ def _mean_ci(units: np.ndarray, cols: np.ndarray, n_boot: int, seed: int, level:
     return point, [None if not np.isfinite(c).all() else [float(c[0]), float(c[1])] for c in cis]
 
 
+def _scored(u: np.ndarray, diff: np.ndarray, level: float, mid_p: bool) -> tuple[list[float] | None, float]:
+    """The score interval of a mean paired difference (Tango; Rao-Scott over tasks) and the test it
+    inverts (`stats.paired_score`), so an interval excludes 0 exactly when p <= 1 - level; with
+    `mid_p`, the mid-p task-level test instead (then they can disagree, as in `metrics`)."""
+    from .stats import paired_score
+
+    sc = paired_score(u, diff.astype(np.int64), level)
+    ci = None if sc.ci is None or not np.isfinite(sc.ci).all() else [float(sc.ci[0]), float(sc.ci[1])]
+    return ci, (paired_test(u, diff.astype(np.int64), mid_p=True) if mid_p else sc.p)
+
+
 def arm_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed: int = 0,
                 level: float = 0.95, mid_p: bool = False) -> tuple[dict[str, ArmEffect], float | None, int]:
     """Per arm its effects on the pairs of `runs` (one cell), the A/A flip rate and its pair count.
@@ -311,24 +326,31 @@ def arm_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed:
         if name in DISABLED_ARMS:
             diff = y_arm - y_neg[p_ix]
             cols = np.column_stack([np.ones(rows.size), diff, np.abs(diff), y_arm])
-            (ctx, aa, acc), (ctx_ci, _, _) = _mean_ci(u, cols, n_boot, seed, level)
+            (ctx, aa, acc), _ = _mean_ci(u, cols, 0, seed, level)
+            ctx_ci, ctx_p = _scored(u, diff, level, mid_p)
             aa_rate, aa_n = aa, int(rows.size)
             between = float(np.abs(y_pos[p_ix] - y_neg[p_ix]).mean())
             out[name] = ArmEffect(name, int(rows.size), int(np.unique(u).size), None, None, ctx, ctx_ci,
-                                  paired_test(u, diff.astype(np.int64), mid_p=mid_p), acc, between)
+                                  ctx_p, acc, between, context_flips=int(np.count_nonzero(diff)))
             continue
         content = y_pos[p_ix] - y_arm
         context = y_arm - y_neg[p_ix]
         cols = np.column_stack([np.ones(rows.size), content, context, y_arm])
-        (ce, xe, acc), (ce_ci, xe_ci, _) = _mean_ci(u, cols, n_boot, seed, level)
+        (ce, xe, acc), _ = _mean_ci(u, cols, 0, seed, level)
+        ce_ci, ce_p = _scored(u, content, level, mid_p)
+        xe_ci, xe_p = _scored(u, context, level, mid_p)
         out[name] = ArmEffect(name, int(rows.size), int(np.unique(u).size), ce, ce_ci, xe, xe_ci,
-                              paired_test(u, content.astype(np.int64), mid_p=mid_p), acc,
-                              context_p=paired_test(u, context.astype(np.int64), mid_p=mid_p))
+                              ce_p, acc, context_p=xe_p, content_flips=int(np.count_nonzero(content)),
+                              context_flips=int(np.count_nonzero(context)))
     return out, aa_rate, aa_n
 
 
 def _p_of(p: float | None) -> str:
     return "" if p is None else " " + p_text(p)
+
+
+#: an arm's claim (injection hurts, skills do worse or better than the control) needs this many flips
+MIN_ARM_FLIPS = 5
 
 
 def injection_verdict(effects: dict[str, ArmEffect], alpha: float = 0.05) -> str | None:
@@ -337,8 +359,8 @@ def injection_verdict(effects: dict[str, ArmEffect], alpha: float = 0.05) -> str
     Harm whose content effect is ~0 (a control arm's content effect interval covers 0) while the
     control arm's context effect is below 0: "injection hurts, not these skills". A content effect
     below 0 with the interval excluding 0: the retrieved skills do worse than the control. Each
-    claim needs the exact task-level test of the same differences to agree (p <= `alpha`): a
-    bootstrap interval over a handful of flips excludes 0 too easily.
+    claim needs the task-level test of the same differences to agree (p <= `alpha`; the score test
+    the interval inverts agrees by construction; the check matters under --mid-p).
     """
     parts = []
     for name in CONTROL_ARMS:
@@ -350,8 +372,10 @@ def injection_verdict(effects: dict[str, ArmEffect], alpha: float = 0.05) -> str
                 f"{e.content_ci[1] * 100:+.1f}]{_p_of(e.p)}, context effect {xe * 100:+.1f} pp "
                 f"[{e.context_ci[0] * 100:+.1f}, {e.context_ci[1] * 100:+.1f}]{_p_of(e.context_p)}, "
                 f"{e.n_tasks} tasks")
-        content_sure = e.p is not None and e.p <= alpha
-        context_sure = e.context_p is not None and e.context_p <= alpha
+        # a claim needs its test to agree and at least MIN_ARM_FLIPS differing pairs (the floor of
+        # a library verdict): 0 vs 4 flips gives a score p of 0.046, not evidence to act on
+        content_sure = e.p is not None and e.p <= alpha and e.content_flips >= MIN_ARM_FLIPS
+        context_sure = e.context_p is not None and e.context_p <= alpha and e.context_flips >= MIN_ARM_FLIPS
         if e.content_ci[0] <= 0 <= e.content_ci[1] and e.context_ci[1] < 0 and context_sure:
             parts.append(f"injection hurts, not these skills ({what})")
         elif e.content_ci[1] < 0 and content_sure:

@@ -36,6 +36,7 @@ from .library_effect import (
     LibraryEffect,
     _merged_design,
     library_effect,
+    stratified_relative,
     with_measured_differences,
 )
 from .regression import SkillEffectRegression
@@ -93,11 +94,16 @@ class SkillAttribution:
     aliases: tuple[str, ...] = ()
     alias_coef: float | None = None  # joint effect of this skill and its aliases
     alias_coef_ci: tuple[float, float] | None = None
-    # coefficient minus the library's mean per injected skill of the others (library_effect.py)
+    # vs the library: net flips per retrieving pair minus what the other skills' pairs of the same
+    # kind of task (same disabled outcome, retrieved-set size, model and benchmark) would give
+    # (library_effect.stratified_relative): exact test, the interval inverting it, BY q over the
+    # skills with enough retrieving tasks to be judged (null elsewhere)
     relative_effect: float | None = None
     relative_ci: tuple[float, float] | None = None
     relative_p: float | None = None
-    relative_q: float | None = None  # BH over the identifiable skills
+    relative_q: float | None = None
+    expected_net: float | None = None  # rescues minus harms the library's rates predict here
+    relative_testable: bool | None = None  # enough retrieving tasks to reach significance
     n_tasks: int = 0  # distinct tasks among the n_retrieved pairs (the unit of p_value)
     model: str | None = None  # the model these runs are of ('*' when models were pooled)
     # from re-runs with random subsets of the retrieved skills withheld (mask arms), where they exist
@@ -126,6 +132,7 @@ class SkillAttribution:
             "relative_effect": self.relative_effect,
             "relative_ci": list(self.relative_ci) if self.relative_ci else None,
             "relative_p": self.relative_p, "relative_q": self.relative_q,
+            "expected_net": self.expected_net, "relative_testable": self.relative_testable,
             "causal_effect": self.causal_effect,
             "causal_ci": list(self.causal_ci) if self.causal_ci else None,
             "causal_q": self.causal_q, "causal_relative": self.causal_relative,
@@ -389,6 +396,10 @@ def attribute(
             baseline=runs.y_neg[rows], subsets=subsets, subset_results=cell_results)
     if co is None:
         co = X.gram()
+    rows_c = np.flatnonzero(in_cond)
+    strat = stratified_relative(
+        X.take_rows(rows_c), f[rows_c], runs.y_neg[rows_c], units[rows_c],
+        (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows_c], level=level)
 
     lib_set = set(lib_ids)
     # one value list per field: one conversion per column, not per skill (fields left out keep
@@ -408,11 +419,13 @@ def attribute(
             "aliases": [tuple(ids[a] for a in al.tolist()) if al.size else () for al in reg.aliases_],
             "alias_coef": _nums(reg.alias_coef_), "alias_coef_ci": _pairs(reg.alias_coef_ci_),
         }
-    if rel is not None:
-        columns |= {
-            "relative_effect": _nums(rel.effect), "relative_ci": _pairs(rel.ci),
-            "relative_p": _nums(rel.p), "relative_q": _nums(rel.q),
-        }
+    del rel  # the regression's relative effects (shrunk): superseded by the stratified ones
+    columns |= {
+        "relative_effect": _nums(strat.effect), "relative_ci": _pairs(strat.ci),
+        "relative_p": _nums(strat.p), "relative_q": _nums(strat.q),
+        "expected_net": _nums(strat.expected_net),
+        "relative_testable": [bool(t) if n else None for t, n in zip(strat.testable.tolist(), n_k.tolist(), strict=True)],
+    }
     causal = None
     if arms is not None and arms.n:  # per-skill causal effects from mask re-runs
         from .arms import causal_effects

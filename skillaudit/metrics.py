@@ -12,7 +12,14 @@ from typing import Any
 import numpy as np
 
 from .runs import PairedRuns
-from .stats import mcnemar_exact, paired_bootstrap_ci, paired_test, wilson_interval
+from .stats import (
+    design_effect,
+    mcnemar_exact,
+    paired_bootstrap_ci,
+    paired_score,
+    paired_test,
+    wilson_interval,
+)
 
 SCHEMA = "skillaudit.metrics/v1"
 
@@ -102,6 +109,10 @@ class GroupMetrics:
     # with several trials per task (epochs, k-of-n counts) the sign-flip test of each task's summed
     # flips, which no re-ordering of trials within a task can change
     oae_p_test: str = "exact McNemar"
+    # the score tests that the OAE / RAE / delta_skip intervals invert (each interval excludes 0
+    # exactly when its score p <= 1 - level); RAE's is p_cond unless mid-p was asked for
+    score_p: dict[str, float] = field(default_factory=dict)
+    score_test: dict[str, str] = field(default_factory=dict)
     max_pairs_per_task: int = 1
     # pairs whose enabled run says which skills were offered but not which were used
     # ("use_logged": false): retrieval-conditioned figures (RAE, S_call) cannot be computed there
@@ -186,13 +197,22 @@ def group_metrics(
     cond_units = units[in_cond]
     n_cond_tasks = int(np.unique(cond_units).size)
     clustered = n_cond_tasks < int(in_cond.sum())
-    p_cond = paired_test(cond_units, runs.flip[in_cond], mid_p=mid_p)
-    p_test = ("mid-p " if mid_p else "exact ") + (
-        "sign-flip test of each task's summed flips" if clustered else "McNemar")
+    # OAE, RAE and delta_skip: Tango's score interval with the score test it inverts (Rao-Scott
+    # design effect over tasks when tasks have several epochs); the other figures: bootstrap
+    flip = runs.flip
+    scored = [paired_score(units[m], flip[m], level) for m in (np.ones(one, dtype=bool), in_cond, ~in_cond)]
+    rae_score = scored[1]
+    if mid_p:
+        p_cond = paired_test(cond_units, flip[in_cond], mid_p=True)
+        p_test = "mid-p " + ("sign-flip test of each task's summed flips" if clustered else "McNemar")
+    else:
+        p_cond, p_test = rae_score.p, rae_score.test
     if one and n_boot > 0:
         cis = paired_bootstrap_ci(units, cols, _statistics, n_boot=n_boot, seed=seed, level=level)
     else:
         cis = np.full((len(_STATS), 2), np.nan)
+    for row, sc in zip((0, 1, 2), scored, strict=True):
+        cis[row] = sc.ci if sc.ci is not None else (np.nan, np.nan)
     n_unlogged = int(runs.use_unlogged.sum())
     if one and n_unlogged == one:  # no run says what it used: "skipped" would mean "not logged"
         dskip = None
@@ -234,8 +254,8 @@ def group_metrics(
         trigger_rate=r / one if one else None,
         acc_enabled=yp / one if one else None,
         acc_disabled=yn / one if one else None,
-        acc_enabled_ci=_ci(np.array(wilson_interval(yp, one, level))),
-        acc_disabled_ci=_ci(np.array(wilson_interval(yn, one, level))),
+        acc_enabled_ci=_ci(np.array(_task_wilson(units, runs.y_pos, level))),
+        acc_disabled_ci=_ci(np.array(_task_wilson(units, runs.y_neg, level))),
         b=b,
         c=c,
         cond_b=b_r,
@@ -262,10 +282,22 @@ def group_metrics(
         p_cond_test=p_test,
         n_cond_tasks=n_cond_tasks,
         oae_p_test=oae_test,
+        score_p={"oae": scored[0].p, "rae": scored[1].p, "delta_skip": scored[2].p},
+        score_test={"oae": scored[0].test, "rae": scored[1].test, "delta_skip": scored[2].test},
         max_pairs_per_task=max_per_task,
         n_use_unlogged=n_unlogged,
         **arm_fields,
     )
+
+
+def _task_wilson(units: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float]:
+    """Wilson interval of an accuracy with the task as the unit: counts divided by the design effect
+    of the epochs (`stats.design_effect`), so 100 tasks x 3 identical epochs count as 100 tasks."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.size == 0:
+        return (float("nan"), float("nan"))
+    deff = design_effect(units, y)
+    return wilson_interval(float(y.sum()) / deff, y.size / deff, level)
 
 
 def compute_metrics(

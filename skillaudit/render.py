@@ -9,6 +9,7 @@ from rich.table import Table as _RichTable
 from rich.text import Text
 
 from ._term import clean
+from .library_effect import MIN_SKILL_TASKS
 from .metrics import MetricsResult
 
 
@@ -207,7 +208,7 @@ def _tp(tasks: int, pairs: int) -> str:
 def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
     """Print the metrics table: one row per (model, benchmark), pooled rows last per model."""
     out = out or console()
-    t = Table(title="Paired skill effects (percentage points; 95% CI from a task-level bootstrap)")
+    t = Table(title="Paired skill effects (percentage points; 95% CI: Tango score interval, task-level)")
     for col, just in [
         ("model", "left"), ("benchmark", "left"), ("tasks (pairs)", "right"), ("retrieved", "right"),
         ("acc on", "right"), ("acc off", "right"), ("agg lift", "right"), ("OAE", "right"),
@@ -262,7 +263,8 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
     if result.n_unpaired:
         notes.append(f"{result.n_unpaired} unpaired record(s) left out.")
     tests = sorted({g.p_cond_test for g in result.groups})
-    notes.append("p cond: " + "; ".join(tests) + " on the retrieval-triggered pairs, the task as the unit.")
+    notes.append("p cond: " + "; ".join(tests) + " on the retrieval-triggered pairs, the task as the unit; "
+                 "the RAE CI inverts it (excludes 0 exactly when p cond <= 0.05, unless --mid-p).")
     if any(g.n_tasks != g.n_pairs for g in result.groups):
         notes.append("tasks (pairs): every pair is one epoch of a task; tests and CIs count tasks.")
     for n in notes:
@@ -272,7 +274,7 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
 def arms_table(result: MetricsResult, out: Console | None = None) -> None:
     """Counterfactual arms per group: content and context effects, the A/A flip rate."""
     out = out or console()
-    t = Table(title="Counterfactual arms (percentage points; 95% CI from a task-level bootstrap)")
+    t = Table(title="Counterfactual arms (percentage points; 95% CI: score interval inverting p, task-level)")
     for col, just in [("model", "left"), ("benchmark", "left"), ("arm", "left"), ("tasks (runs)", "right"),
                       ("acc", "right"), ("content", "right"), ("content CI", "right"), ("p", "right"),
                       ("context", "right"), ("context CI", "right")]:
@@ -357,7 +359,9 @@ def rank_table(result: Any, top: int | None = None, out: Console | None = None) 
         out.print(f"(top {top} of {len(result.skills)} skills; --top 0 shows all)")
     out.print(f"q: Benjamini-Hochberg over {result.settings.get('p_value', 'exact McNemar tests')}; coef: ridge "
               "regression of flips on the retrieved skills (separates co-retrieved skills), task-level "
-              "bootstrap CI; vs library: coef minus the library's mean per injected skill of the others. "
+              "bootstrap CI; vs library: net flips per retrieving pair minus what the other entries' rescue and harm "
+              f"rates on the same kind of task (disabled outcome, set size) predict, exact test, judged with >= "
+              f"{MIN_SKILL_TASKS} retrieving tasks. "
               "All from co-retrieval: associations, not measured causes.")
     for note in sorted(notes):
         out.print(note)

@@ -316,3 +316,101 @@ def simulate(
         "seed": seed,
     }
     return Simulation(records=tuple(records), skills=skills, truth=truth, settings=settings)
+
+
+# ---------------------------------------------------------------- shapes of issue 27
+# Shapes unlike `simulate`'s planted logit effects, to check the per-skill verdicts and the
+# headline interval where they used to fail: retrieval tied to task difficulty, Zipf-like
+# retrieval, and sparse one-sided flips. Each returns (records, truth) with truth a dict
+# skill_id -> kind ("harmful" or "none").
+
+def _records(task_sets: Sequence[Sequence[str]], y_neg: np.ndarray, y_pos: np.ndarray,
+             model: str = "sim-model", bench: str = "sim-bench") -> list[dict[str, Any]]:
+    """Run-log records of (tasks x epochs) outcomes; `task_sets[t]` is task t's retrieved set."""
+    out: list[dict[str, Any]] = []
+    n_tasks, epochs = y_neg.shape
+    for e in range(epochs):
+        for t in range(n_tasks):
+            common = {"task_id": f"{bench}/{t}", "model": model, "benchmark": bench, "epoch": e + 1}
+            k = task_sets[t]
+            ret = [{"query": f"task {t}", "skills": [{"id": s, "score": 9.0 - i} for i, s in enumerate(k)],
+                    "error": None}] if k else []
+            out.append({**common, "condition": "enabled", "correct": bool(y_pos[t, e]), "retrievals": ret})
+            out.append({**common, "condition": "disabled", "correct": bool(y_neg[t, e])})
+    return out
+
+
+def easy_hard(seed: int = 0, n_tasks: int = 800, n_skills: int = 20, n_harmful: int = 1,
+              epochs: int = 2, perturb: float = 0.15, harm: float = 0.5
+              ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Half the skills are retrieved on easy tasks (P(pass without skills) ~ 0.85), half on hard
+    ones (~ 0.15); every injected skill perturbs the answer alike (the enabled outcome is the disabled
+    one flipped with probability `perturb`, whichever skill: a harm where the task passed without
+    skills, a rescue where it failed); `n_harmful` easy-task
+    skills also derail the enabled run with probability `harm`."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    easy_ids, hard_ids = ids[: n_skills // 2], ids[n_skills // 2:]
+    harmful = set(rng.choice(easy_ids, size=n_harmful, replace=False).tolist()) if n_harmful else set()
+    easy = rng.random(n_tasks) < 0.5
+    p = np.where(easy, rng.beta(8.5, 1.5, n_tasks), rng.beta(1.5, 8.5, n_tasks))
+    sets = []
+    for t in range(n_tasks):
+        pool = easy_ids if easy[t] else hard_ids
+        k = 1 + int(rng.random() < 0.4)
+        sets.append(sorted(rng.choice(pool, size=k, replace=False).tolist()) if rng.random() < 0.8 else [])
+    y_neg = rng.random((n_tasks, epochs)) < p[:, None]
+    has = np.array([bool(k) for k in sets])[:, None]
+    y_pos = y_neg ^ ((rng.random((n_tasks, epochs)) < perturb) & has)
+    bad = np.array([any(s in harmful for s in k) for k in sets])
+    derail = (rng.random((n_tasks, epochs)) < harm) & bad[:, None]
+    y_pos = y_pos & ~derail
+    return _records(sets, y_neg, y_pos), {s: ("harmful" if s in harmful else "none") for s in ids}
+
+
+def zipf_library(seed: int = 0, n_tasks: int = 1500, n_skills: int = 200, n_harmful: int = 10,
+                 harm: float = 0.4, perturb: float = 0.15, exponent: float = 1.0
+                 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Skills retrieved with Zipf-like popularity (1 to 3 per task); `n_harmful` of them, drawn at
+    random among the `4 * n_harmful` most popular (so that they can be found), derail the enabled
+    run with probability `harm`; every injected set perturbs alike. Most skills are retrieved a
+    handful of times."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:03d}" for i in range(n_skills)]
+    pop = 1.0 / np.arange(1, n_skills + 1) ** exponent
+    pop = pop[rng.permutation(n_skills)]
+    pop /= pop.sum()
+    top = [ids[i] for i in np.argsort(-pop, kind="stable")[: 4 * n_harmful]]
+    harmful = set(rng.choice(top, size=n_harmful, replace=False).tolist()) if n_harmful else set()
+    p = 1.0 / (1.0 + np.exp(-rng.normal(0.3, 1.5, n_tasks)))
+    sets = []
+    for _ in range(n_tasks):
+        if rng.random() < 0.2:
+            sets.append([])
+            continue
+        k = 1 + rng.binomial(2, 0.3)
+        sets.append(sorted(set(rng.choice(ids, size=k, p=pop).tolist())))
+    y_neg = rng.random((n_tasks, 1)) < p[:, None]
+    has = np.array([bool(k) for k in sets])[:, None]
+    y_pos = y_neg ^ ((rng.random((n_tasks, 1)) < perturb) & has)
+    bad = np.array([any(s in harmful for s in k) for k in sets])
+    y_pos = y_pos & ~((rng.random((n_tasks, 1)) < harm) & bad[:, None])
+    return _records(sets, y_neg, y_pos), {s: ("harmful" if s in harmful else "none") for s in ids}
+
+
+def sparse_flips(seed: int = 0, n_tasks: int = 143, harm: float = 0.028, rescue: float = 0.0,
+                 epochs: int = 1, express: float = 0.8) -> tuple[list[dict[str, Any]], float]:
+    """Every task retrieves one skill; a task is harmed (passes without skills, fails with) with
+    probability `harm` and rescued with probability `rescue`. With several epochs a harmed or
+    rescued task shows it in each epoch with probability `express` (correlated epochs). Returns
+    the records and the true RAE (expected flips per retrieving pair)."""
+    rng = np.random.default_rng(seed)
+    u = rng.random(n_tasks)
+    kind = np.where(u < harm, -1, np.where(u < harm + rescue, 1, 0))
+    shows = rng.random((n_tasks, epochs)) < (express if epochs > 1 else 1.0)
+    base = rng.random((n_tasks, epochs)) < 0.5
+    y_neg = np.where(kind[:, None] == -1, shows | base, np.where(kind[:, None] == 1, base & ~shows, base))
+    y_pos = np.where(kind[:, None] == -1, base & ~shows, np.where(kind[:, None] == 1, shows | base, base))
+    sets = [["skill-00"] for _ in range(n_tasks)]
+    eff = express if epochs > 1 else 1.0
+    return _records(sets, y_neg, y_pos), (rescue - harm) * eff

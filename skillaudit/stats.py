@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
@@ -67,8 +68,9 @@ def binom_half_cdf(k: np.ndarray, n: np.ndarray) -> np.ndarray:
     return out.reshape(shape)
 
 
-def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a proportion k/n; (nan, nan) when n = 0."""
+def wilson_interval(k: float, n: float, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a proportion k/n; (nan, nan) when n = 0 (fractional counts: an
+    effective sample size after a design effect)."""
     if n <= 0:
         return (float("nan"), float("nan"))
     z = NormalDist().inv_cdf(0.5 + level / 2)
@@ -334,3 +336,168 @@ def design_effect(units: np.ndarray, values: np.ndarray) -> float:
     sums = task_sums(inv.ravel(), values, m.size)
     var_unit = float(((sums - m * mu) ** 2).sum() / m.sum())
     return float(min(max(var_unit / var_pair, 1.0), m.mean()))
+
+
+# ---------------------------------------------------------------- intervals that invert their test
+def _tango_t(b: float, c: float, n: float, d: float) -> float:
+    """Tango's (1998) score statistic of H0: (b - c) / n = d for paired binary data.
+
+    b, c: discordant counts (b = failed without, passed with); n: pairs. The restricted maximum
+    likelihood estimate of P(c-type pair) under H0 is the root of 2n p^2 + B p + C with
+    B = -b - c + (2n - b + c) d, C = -c d (1 - d); the statistic is
+    (b - c - n d) / sqrt(n (2 p~ + d (1 - d))). At d = 0 it is (b - c) / sqrt(b + c): the
+    McNemar score statistic.
+    """
+    a_ = 2.0 * n
+    b_ = -b - c + (2.0 * n - b + c) * d
+    c_ = -c * d * (1.0 - d)
+    disc = max(b_ * b_ - 4.0 * a_ * c_, 0.0)
+    p21 = (math.sqrt(disc) - b_) / (2.0 * a_)
+    var = n * (2.0 * p21 + d * (1.0 - d))
+    num = b - c - n * d
+    if var <= 0:
+        return 0.0 if num == 0 else math.copysign(math.inf, num)
+    return num / math.sqrt(var)
+
+
+def tango_interval(b: float, c: float, n: float, level: float = 0.95) -> tuple[float, float]:
+    """Tango's score interval for the paired difference (b - c) / n: the values d that the score
+    test of `_tango_t` does not reject at 1 - level (Fagerland, Lydersen & Laake 2014 recommend
+    it). Never zero-width for n > 0; (nan, nan) for n = 0. Counts may be fractional (design-effect
+    scaled, `paired_score`)."""
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    est = (b - c) / n
+
+    def root(lo: float, hi: float, target: float) -> float:
+        # T is decreasing in d: find d in [lo, hi] with T(d) = target
+        for _ in range(80):
+            mid = (lo + hi) / 2
+            if _tango_t(b, c, n, mid) > target:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    eps = 1e-12
+    lower = -1.0 if _tango_t(b, c, n, -1.0 + eps) <= z else root(-1.0 + eps, est, z)
+    upper = 1.0 if _tango_t(b, c, n, 1.0 - eps) >= -z else root(est, 1.0 - eps, -z)
+    return (float(lower), float(upper))
+
+
+def cluster_design_effect(units: np.ndarray, flips: np.ndarray) -> float:
+    """Rao-Scott design effect of a paired difference over clustered pairs (Durkalski et al. 2003):
+    sum over tasks of (summed flips)^2 over the sum of their absolute values, at least 1; 1 without
+    any task whose flips do not cancel. It depends on the tasks' sums only, so not on how the
+    epochs (trials) of a task are ordered or paired."""
+    s = _task_flip_sums(units, flips)
+    d = float(np.abs(s).sum())
+    return max(1.0, float((s * s).sum()) / d) if d else 1.0
+
+
+def _task_flip_sums(units: np.ndarray, flips: np.ndarray) -> np.ndarray:
+    _, inv = np.unique(units, return_inverse=True)
+    return np.bincount(inv.ravel(), weights=np.asarray(flips, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class PairedScore:
+    """A paired difference (b - c) / n with the score test and the interval that inverts it."""
+
+    estimate: float | None
+    ci: tuple[float, float] | None
+    p: float
+    design_effect: float
+    test: str
+
+
+def paired_score(units: np.ndarray, flips: np.ndarray, level: float = 0.95) -> PairedScore:
+    """Score test and Tango interval of the mean flip, the task as the unit.
+
+    One pair per task: Tango's interval and the McNemar score test (b - c) / sqrt(b + c), which is
+    the interval's test at 0. Several epochs per task: each task's summed flips S_u count as
+    max(S_u, 0) rescues and max(-S_u, 0) harms (pairing the epochs of a task differently cannot
+    change them), and both are computed on those counts divided by the Rao-Scott design effect
+    D = sum S_u^2 / sum |S_u| of `cluster_design_effect` (b / D, c / D, n / D); at 0 the test is
+    Durkalski's clustered McNemar, sum of S_u over the root of sum of S_u^2. The interval
+    excludes 0 exactly when p <= 1 - level.
+    """
+    flips = np.asarray(flips)
+    n = flips.size
+    if n == 0:
+        return PairedScore(None, None, 1.0, 1.0, "score McNemar (Tango)")
+    clustered = np.unique(units).size < n
+    if clustered:
+        sums = _task_flip_sums(units, flips)
+        b, c = float(np.maximum(sums, 0).sum()), float(np.maximum(-sums, 0).sum())
+        deff = cluster_design_effect(units, flips)
+    else:
+        b, c = float((flips > 0).sum()), float((flips < 0).sum())
+        deff = 1.0
+    bs, cs, ns = b / deff, c / deff, n / deff
+    z = (bs - cs) / math.sqrt(bs + cs) if bs + cs > 0 else 0.0
+    p = float(min(1.0, 2.0 * (1.0 - NormalDist().cdf(abs(z)))))
+    lo, hi = tango_interval(bs, cs, ns, level)
+    test = ("cluster-adjusted score McNemar (Durkalski; task as the unit)" if clustered
+            else "score McNemar (Tango)")
+    return PairedScore((b - c) / n, (lo, hi), p, deff, test)
+
+
+def by_qvalues(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Yekutieli adjusted p-values (FDR under any dependence): BH times sum_{i<=m} 1/i,
+    capped at 1; NaN inputs stay NaN and are not counted (statsmodels' fdr_by)."""
+    p = np.asarray(p, dtype=float)
+    m = int((~np.isnan(p)).sum())
+    if m == 0:
+        return np.full(p.shape, np.nan)
+    return np.minimum(bh_qvalues(p) * float(np.sum(1.0 / np.arange(1, m + 1))), 1.0)
+
+
+def tarone_testable(p_min: np.ndarray, alpha: float) -> np.ndarray:
+    """Tarone's (1990) screen for discrete tests: the hypotheses whose smallest achievable p-value
+    can reach alpha / K, with K the smallest number such that at most K hypotheses can. The others
+    cannot be rejected whatever their data and are not counted in the multiplicity correction."""
+    p_min = np.asarray(p_min, dtype=float)
+    ok = ~np.isnan(p_min)
+    for k in range(1, int(ok.sum()) + 1):
+        sel = ok & (p_min <= alpha / k)
+        if int(sel.sum()) <= k:
+            return sel
+    return np.zeros(p_min.shape, dtype=bool)
+
+
+def _poisson_pmf(lam: float, top: int) -> np.ndarray:
+    k = np.arange(top + 1, dtype=np.float64)
+    lg = np.vectorize(math.lgamma, otypes=[float])(k + 1)
+    if lam <= 0:
+        out = np.zeros(top + 1)
+        out[0] = 1.0
+        return out
+    return np.exp(k * math.log(lam) - lam - lg)
+
+
+def skellam_test(d_obs: int, lam_up: float, lam_down: float, level: float = 0.95,
+                 d_range: tuple[int, int] | None = None) -> tuple[float, float, int, int]:
+    """Two-sided exact test of an observed difference D = U - V of independent Poisson counts with
+    means lam_up, lam_down (Skellam distribution): p = min(1, 2 min(P(D <= d), P(D >= d))).
+
+    Returns (p, smallest achievable p, a, b) with [a, b] the acceptance region at 1 - level (the
+    values of D the test does not reject); inverting it over shifts of D gives the interval. The
+    smallest achievable p is over `d_range` (the values D can take given the data's size: a skill
+    retrieved on n0 failing and n1 passing pairs has D in [-n1, n0]), for Tarone's screen.
+    """
+    lo_d, hi_d = d_range if d_range is not None else (d_obs, d_obs)
+    top_u = int(lam_up + 12 * math.sqrt(lam_up + 1) + 12 + max(d_obs, hi_d, 0))
+    top_v = int(lam_down + 12 * math.sqrt(lam_down + 1) + 12 + max(-d_obs, -lo_d, 0))
+    pu, pv = _poisson_pmf(lam_up, top_u), _poisson_pmf(lam_down, top_v)
+    pmf = np.convolve(pu, pv[::-1])  # index i <-> D = i - top_v
+    cdf = np.cumsum(pmf)
+    sf = np.cumsum(pmf[::-1])[::-1]
+    two = np.minimum(1.0, 2.0 * np.minimum(cdf, sf))
+    i = d_obs + top_v
+    p = float(two[i])
+    p_min = float(min(two[lo_d + top_v], two[hi_d + top_v]))
+    acc = np.flatnonzero(two > 1 - level)
+    a, b = (int(acc[0]) - top_v, int(acc[-1]) - top_v) if acc.size else (d_obs, d_obs)
+    return min(p, 1.0), p_min, a, b

@@ -120,7 +120,7 @@ def test_injection_hurts_not_these_skills(tmp_path):
 
 
 def test_a_handful_of_flips_is_no_injection_verdict(tmp_path):
-    """4 harms and 0 rescues on 143 tasks: the context interval excludes 0 but the exact test (p = 0.125) does not, so 'no clear difference'."""
+    """4 harms and 0 rescues on 143 tasks: the context interval and its score test agree (p = 0.046), but 4 flips are too few for a claim, so 'no clear difference'; no interval is zero-width."""
     main, arms = [], []
     for t in range(143):
         y_neg = t < 4  # only these pass without skills, and fail with any tool result
@@ -131,11 +131,12 @@ def test_a_handful_of_flips_is_no_injection_verdict(tmp_path):
     assert res.exit_code == 0, res.output
     g = json.loads(res.stdout)["groups"][-1]
     rnd = g["arms"]["random"]
-    assert rnd["context_ci"][1] < 0 and rnd["context_p"] == pytest.approx(0.125)
-    assert rnd["content_ci"] == [0.0, 0.0]
+    assert rnd["context_ci"][1] < 0 and rnd["context_p"] == pytest.approx(0.0455, abs=1e-4)
+    lo, hi = rnd["content_ci"]
+    assert lo < 0 < hi  # 0 vs 0 flips on 143 tasks: an interval, not [0, 0]
     assert g["injection_text"].startswith("no clear difference from random content (random arm: content "
-                                          "effect +0.0 pp [+0.0, +0.0] p = 1.000, context effect -2.8 pp")
-    assert "p = 0.125, 143 tasks)" in g["injection_text"]
+                                          "effect +0.0 pp [-2.6, +2.6] p = 1.000, context effect -2.8 pp")
+    assert "p = 0.046, 143 tasks)" in g["injection_text"]
 
 
 def _mask_world(seed=0, n=150, masks=4):

@@ -142,17 +142,20 @@ def test_validate_skills_lists_problems_and_exits_1(tmp_path):
 
 
 def test_metrics_p_cond_is_task_level_and_mid_p_is_an_option(tmp_path):
-    """metrics --json groups carry p_cond (a sign-flip test when tasks have several epochs); --mid-p lowers it."""
+    """metrics --json groups carry p_cond, the cluster-adjusted score test the RAE interval inverts when tasks have several epochs; --mid-p swaps in the mid-p sign-flip test."""
     from skillaudit.simulate import simulate
 
     runs, _ = simulate(n_tasks=200, n_harmful=2, epochs=3, seed=1).write(tmp_path / "sim")
     doc = json.loads(CliRunner().invoke(cli, ["metrics", str(runs), "--json", "--bootstrap", "0"]).stdout)
     g = doc["groups"][0]
-    assert g["p_cond_test"] == "exact sign-flip test of each task's summed flips"
+    assert g["p_cond_test"] == "cluster-adjusted score McNemar (Durkalski; task as the unit)"
     assert g["n_cond_tasks"] * 3 == g["n_cond"]
+    lo, hi = g["rae_ci"]
+    assert (lo > 0 or hi < 0) == (g["p_cond"] <= 0.05)
     mid = json.loads(CliRunner().invoke(cli, ["metrics", str(runs), "--json", "--bootstrap", "0",
                                               "--mid-p"]).stdout)["groups"][0]
-    assert mid["p_cond_test"].startswith("mid-p") and mid["p_cond"] <= g["p_cond"]
+    assert mid["p_cond_test"] == "mid-p sign-flip test of each task's summed flips"
+    assert mid["p_cond"] != g["p_cond"]
     assert mid["mcnemar_p_cond"] == g["mcnemar_p_cond"]  # kept as it is
 
 

@@ -237,7 +237,7 @@ def test_audit_of_offered_only_runs_reports_the_access_effect(tmp_path):
     assert out.splitlines()[0] == "Offering the skills helps (skill use not logged)"
     assert "agent-a: skill use not logged: this is the effect of offering the skills; offering the skills helps: OAE +" in out
     assert "agent-b: skill use not logged: this is the effect of offering the skills; no clear effect" in out
-    assert "exact sign-flip test of each task's summed flips" in out
+    assert "cluster-adjusted score McNemar (Durkalski; task as the unit)" in out  # the test its CI inverts
     assert "Which tasks' skills hurt which agents (per task bundle):" in out
     assert "Without skill-use logs these runs cannot say" in out
     md = (tmp_path / "rep" / "report.md").read_text()

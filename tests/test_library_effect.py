@@ -16,7 +16,6 @@ from skillaudit.library_effect import (
     _merged_design,
     _permutation_plan,
     heterogeneity_test,
-    library_effect,
 )
 from skillaudit.regression import SkillEffectRegression
 from skillaudit.runs import read_text_records
@@ -69,40 +68,74 @@ def _fit(runs, n_boot=300):
     return reg, X, y, units, runs.y_neg[rows]
 
 
-def test_mean_effect_is_the_exposure_weighted_mean_of_the_coefficients():
-    """mean_effect = sum_k n_k coef_k / sum_k n_k when every coefficient is identifiable."""
-    res = attribute(_world(1, derail=0.2), n_boot=300)
-    rows = [s for s in res.skills if s.n_retrieved]
-    assert all(s.identifiable for s in rows)
-    by_hand = sum(s.n_retrieved * s.coef for s in rows) / sum(s.n_retrieved for s in rows)
-    assert res.library.mean_effect == pytest.approx(by_hand, rel=1e-10)
+def test_mean_effect_is_the_unpenalised_mean_flip_per_injected_skill():
+    """mean_effect = sum of flips / injected skills (N), with the score interval of the mean flip per pair scaled by pairs / N around it."""
+    from skillaudit.stats import paired_score
+
+    runs = _world(1, derail=0.2)
+    res = attribute(runs, n_boot=300)
+    rows = np.flatnonzero(runs.retrieved)
+    flips, big_n = runs.flip[rows], int(np.diff(runs.retrieval.indptr)[rows].sum())
+    assert res.library.mean_effect == pytest.approx(flips.sum() / big_n, rel=1e-12)
+    sc = paired_score(runs.unit_ids()[rows], flips.astype(np.int64), 0.95)
+    lo, hi = res.library.mean_effect_ci
+    assert (lo, hi) == pytest.approx((sc.ci[0] * rows.size / big_n, sc.ci[1] * rows.size / big_n))
+    assert lo < res.library.mean_effect < hi
+    assert res.library.flip_p == pytest.approx(sc.p)
 
 
-def test_relative_effect_is_the_coefficient_minus_the_mean_of_the_others():
-    """relative_effect_k = coef_k - sum_{j != k} n_j coef_j / sum_{j != k} n_j, by hand."""
-    res = attribute(_world(2, harm={"s3": 0.4}), n_boot=300)
-    rows = [s for s in res.skills if s.n_retrieved]
-    for s in rows:
-        others = [o for o in rows if o.skill_id != s.skill_id]
-        mean_others = sum(o.n_retrieved * o.coef for o in others) / sum(o.n_retrieved for o in others)
-        assert s.relative_effect == pytest.approx(s.coef - mean_others, rel=1e-9, abs=1e-12)
+def _by_hand_stratified(runs, skill, reference, judged):
+    """Expected net of `skill`'s retrieving pairs (those `judged` keeps) from the rescue and harm
+    rates (+1/2 over +1) of the `reference` pairs without it in the same (disabled outcome,
+    retrieved-set size) stratum."""
+    rows = np.flatnonzero(runs.retrieved)
+    ids = list(runs.skills)
+    k = ids.index(skill)
+    h = runs.retrieval
+    sets = [set(h.indices[h.indptr[i]:h.indptr[i + 1]].tolist()) for i in rows]
+    size = [min(len(x), 4) for x in sets]
+    yneg, flip = runs.y_neg[rows], np.abs(runs.flip[rows])
+    expected = 0.0
+    for i, x in enumerate(sets):
+        if k not in x or not judged(x):
+            continue
+        same = [j for j in range(rows.size) if size[j] == size[i] and yneg[j] == yneg[i]
+                and k not in sets[j] and reference(sets[j])]
+        rate = (sum(flip[j] for j in same) + 0.5) / (len(same) + 1.0)
+        expected += -rate if yneg[i] else rate
+    observed = sum(int(runs.flip[rows[i]]) for i, x in enumerate(sets) if k in x and judged(x))
+    return expected, observed, sum(k in x and judged(x) for x in sets)
 
 
-def test_relative_interval_comes_from_the_regression_resamples():
-    """The relative CI is the percentile interval of c_k (b*_k - mean*) over the same resamples."""
-    runs = _world(3, harm={"s1": 0.3})
-    reg, X, y, units, base = _fit(runs, n_boot=400)
-    eff, rel = library_effect(reg, X, y, units, np.zeros(y.size, int), model="m", benchmark="b",
-                              n_perm=99, baseline=base)
-    n_g = reg.group_n_.astype(float)
-    big_n = float(X.nnz)
-    m_b = reg.group_boot_ @ n_g / big_n
-    j = 1  # a skill column with its own coefficient
-    assert reg.group_size_[reg.col_group_[j]] == 1
-    g = reg.col_group_[j]
-    samples = big_n / (big_n - n_g[g]) * (reg.group_boot_[:, g] - m_b)
-    np.testing.assert_allclose(rel.ci[j], np.quantile(samples, [0.025, 0.975]))
-    assert eff.mean_effect_ci == pytest.approx(tuple(np.quantile(m_b, [0.025, 0.975])))
+def test_relative_effect_is_observed_minus_expected_net_on_the_same_kind_of_task():
+    """relative_effect_k = (observed net - net the other skills' rates predict in its strata) / n_k, by hand; the second pass leaves the first pass's worse skill out of the reference and judges the others on their pairs without it."""
+    runs = _world(2, harm={"s3": 0.6}, n_tasks=300)
+    res = attribute(runs, n_boot=0)
+    by_id = {s.skill_id: s for s in res.skills}
+    assert by_id["s3"].relative_q <= 0.1 and by_id["s3"].relative_effect < 0
+    s3 = list(runs.skills).index("s3")
+    for s in ("s1", "s3", "s5"):
+        judged = (lambda x: True) if s == "s3" else (lambda x: s3 not in x)
+        expected, observed, n_k = _by_hand_stratified(runs, s, lambda x: s3 not in x, judged)
+        assert by_id[s].expected_net == pytest.approx(expected, rel=1e-9)
+        assert by_id[s].relative_effect == pytest.approx((observed - expected) / n_k, rel=1e-9)
+
+
+def test_relative_interval_inverts_its_exact_test():
+    """Over many worlds the relative CI excludes 0 exactly when relative_p <= 0.05, and a skill on fewer than 5 tasks gets no q."""
+    seen = 0
+    for seed in range(12):
+        res = attribute(_world(seed, n_tasks=120, harm={"s1": 0.3}), n_boot=0)
+        for s in res.skills:
+            if s.relative_ci is None or s.relative_p is None:
+                continue
+            seen += 1
+            lo, hi = s.relative_ci
+            assert lo < hi
+            assert (lo > 0 or hi < 0) == (s.relative_p <= 0.05), (seed, s.skill_id, s.relative_ci, s.relative_p)
+            if s.n_tasks < 5:
+                assert s.relative_q is None and s.relative_testable is False
+    assert seen >= 90
 
 
 def test_heterogeneity_test_is_exact_under_its_null():
@@ -200,21 +233,21 @@ def test_verdicts_library_wide_skill_specific_and_none():
     assert null.verdict == "none" and null.recommendation is None
 
 
-def test_a_handful_of_flips_gets_no_library_verdict_whatever_the_bootstrap_says():
-    """0 rescues vs 4 harms on 143 tasks: the bootstrap interval excludes 0, the exact test (p = 0.125) does not, so no verdict."""
+def test_a_handful_of_flips_gets_no_library_verdict():
+    """0 rescues vs 4 harms on 143 tasks: the score test (p = 0.046) and the interval it inverts agree, but fewer than 5 flips give no library verdict; 14 harms do."""
     rng = np.random.default_rng(7)
     rows = []
     for t in range(143):
         skills = [f"s{j}" for j in rng.choice(6, size=int(rng.integers(1, 4)), replace=False)]
         rows.append((t, 1, False, t < 4, skills))  # tasks 0-3 pass without skills, fail with them
     lib = attribute(_runs(rows), n_boot=2000).library
-    assert lib.mean_effect_ci[1] < 0  # what the bootstrap alone would call a library-wide harm
-    assert lib.flip_p == pytest.approx(0.125)
+    assert lib.mean_effect_ci[1] < 0 and lib.flip_p == pytest.approx(0.0455, abs=1e-4)
     assert lib.verdict == "none" and lib.direction is None and lib.recommendation is None
     assert lib.text.startswith("Too few flips to place the library's harm")
-    assert "0 rescues vs 4 harms on 143 tasks" in lib.text and "test p = 0.125)" in lib.text
+    assert "0 rescues vs 4 harms on 143 tasks" in lib.text and "score test p = 0.046" in lib.text
+    assert lib.text.endswith("no library verdict (one needs at least 5 flips)")
     rows = [(t, 1, False, t < 14, skills) for t, (_, _, _, _, skills) in enumerate(rows)]
-    many = attribute(_runs(rows), n_boot=2000).library  # 14 harms: the exact test agrees
+    many = attribute(_runs(rows), n_boot=2000).library  # 14 harms: the test agrees
     assert many.flip_p < 0.001 and many.verdict == "library-wide" and many.direction == "harm"
 
 

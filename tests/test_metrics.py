@@ -106,3 +106,41 @@ def test_ci_contains_point_estimate_and_is_seeded(write_jsonl):
     assert a.rae_ci == b.rae_ci
     assert a.rae_ci[0] <= a.rae <= a.rae_ci[1] and a.oae_ci[0] <= a.oae <= a.oae_ci[1]
     assert a.agg_lift_ci[0] <= a.agg_lift <= a.agg_lift_ci[1]
+
+
+def test_rae_interval_covers_and_agrees_with_its_test_on_sparse_one_sided_flips():
+    """0.028 harm, no rescue, 143 tasks (issue 27): over 150 data sets the RAE interval covers the
+    truth in >= 90% and excludes 0 exactly when the displayed p <= 0.05; never zero-width."""
+    import orjson
+
+    from skillaudit.runs import read_text_records
+    from skillaudit.simulate import sparse_flips
+
+    cover = 0
+    for seed in range(150):
+        recs, truth = sparse_flips(seed)
+        runs = read_text_records("".join(orjson.dumps(r).decode() + "\n" for r in recs), name="<s>")
+        g = compute_metrics(runs, n_boot=0).groups[-1]
+        lo, hi = g.rae_ci
+        assert hi > lo
+        assert (lo > 0 or hi < 0) == (g.p_cond <= 0.05)
+        cover += lo <= truth <= hi
+    assert cover >= 0.90 * 150
+
+
+def test_accuracy_interval_counts_tasks_not_epochs():
+    """100 tasks x 3 identical epochs, half passing: the Wilson interval of 100 tasks, [40.4, 59.6]."""
+    import orjson
+
+    from skillaudit.runs import read_text_records
+
+    recs = []
+    for t in range(100):
+        for e in (1, 2, 3):
+            ok = t < 50
+            common = {"task_id": f"t{t}", "model": "m", "benchmark": "b", "epoch": e}
+            recs.append({**common, "condition": "enabled", "correct": ok, "retrievals": []})
+            recs.append({**common, "condition": "disabled", "correct": ok})
+    runs = read_text_records("".join(orjson.dumps(r).decode() + "\n" for r in recs), name="<s>")
+    g = compute_metrics(runs, n_boot=0).groups[-1]
+    assert [round(v * 100, 1) for v in g.acc_enabled_ci] == [40.4, 59.6]

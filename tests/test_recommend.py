@@ -282,3 +282,32 @@ def test_one_action_on_two_models_keeps_each_models_own_reason():
     assert [r["reason"] for r in skill_rows(doc)] == ["from 36 re-runs: merge", "no re-runs: merge"]
     same = {m: {"s": Recommendation(skill_id="s", action="merge", reason="same", evidence={})} for m in ("a", "b")}
     assert _combine(same, {"a": {}, "b": {}})[0].reason == "same"
+
+
+def test_skills_on_easy_tasks_are_not_pruned_for_where_they_are_retrieved():
+    """Skills on easy vs hard tasks that all perturb alike, one truly harmful (issue 27): over 3
+    seeds the harmful one is pruned or rewritten every time and no innocent one is."""
+    import orjson
+
+    from skillaudit.attribution import attribute_models
+    from skillaudit.runs import read_text_records
+    from skillaudit.simulate import easy_hard
+
+    for seed in range(3):
+        recs, truth = easy_hard(seed, n_tasks=600)
+        runs = read_text_records("".join(orjson.dumps(r).decode() + "\n" for r in recs), name="<s>")
+        out = recommend(runs, attribute_models(runs, n_boot=300, seed=seed))
+        flagged = {r.skill_id for r in out.skill_recommendations() if r.action in ("prune", "rewrite")}
+        harm = {s for s, k in truth.items() if k == "harmful"}
+        assert flagged == harm
+
+
+def test_mixed_rule_uses_an_exact_binomial_tail():
+    """11 flips of 20 at base 1/6 is p ~ 1e-4 exactly (scipy's binom.sf), not the z-test's 2e-6."""
+    from scipy.stats import binom
+
+    from skillaudit.recommend import binom_upper_tail
+
+    assert abs(binom_upper_tail(11, 20, 1 / 6) - binom.sf(10, 20, 1 / 6)) < 1e-12
+    assert 5e-5 < binom_upper_tail(11, 20, 1 / 6) < 2e-4
+    assert binom_upper_tail(0, 5, 0.3) == 1.0

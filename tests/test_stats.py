@@ -4,6 +4,7 @@ Benjamini-Hochberg and the task-level bootstrap."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -269,3 +270,96 @@ def test_p_text_writes_three_decimals_or_below_a_thousandth():
 
     assert [p_text(x) for x in (0.0, 0.00099, 0.001, 0.0495, 0.125, 1.0)] == [
         "p < 0.001", "p < 0.001", "p = 0.001", "p = 0.050", "p = 0.125", "p = 1.000"]
+
+
+# ---------------------------------------------------------------- issue 27: intervals that invert their test
+def _tango_brute(b: int, c: int, n: int, d: float) -> float:
+    """Tango's score statistic with the restricted MLE found numerically (independent of stats.py)."""
+    from scipy.optimize import minimize_scalar
+
+    lo, hi = max(0.0, -d) + 1e-12, (1 - d) / 2 - 1e-12
+
+    def nll(p21: float) -> float:
+        out = -c * np.log(p21) - b * np.log(p21 + d) if b or c else 0.0
+        return out - (n - b - c) * np.log(max(1 - 2 * p21 - d, 1e-300))
+
+    p21 = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
+    return (b - c - n * d) / np.sqrt(n * (2 * p21 + d * (1 - d)))
+
+
+def test_tango_interval_endpoints_are_where_an_independent_score_statistic_hits_z():
+    """Tango's interval ends where a numerically maximised restricted likelihood gives |T| = 1.96."""
+    from skillaudit.stats import tango_interval
+
+    for b, c, n in ((0, 4, 143), (3, 23, 112), (10, 2, 50), (5, 5, 30)):
+        lo, hi = tango_interval(b, c, n)
+        assert lo < (b - c) / n < hi
+        assert abs(_tango_brute(b, c, n, lo) - 1.959964) < 2e-3
+        assert abs(_tango_brute(b, c, n, hi) + 1.959964) < 2e-3
+
+
+def test_score_test_is_statsmodels_mcnemar_without_correction_and_the_interval_agrees():
+    """One pair per task: p is statsmodels' asymptotic McNemar; the Tango interval excludes 0 iff p <= 0.05."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    from skillaudit.stats import paired_score
+
+    for b, c in ((0, 4), (0, 3), (3, 23), (7, 7), (1, 8), (0, 0)):
+        n = 143
+        flips = np.r_[np.ones(b), -np.ones(c), np.zeros(n - b - c)]
+        sc = paired_score(np.arange(n), flips)
+        if b + c:
+            ref = mcnemar([[50, b], [c, n - 50 - b - c]], exact=False, correction=False).pvalue
+            assert abs(sc.p - ref) < 1e-9
+        lo, hi = sc.ci
+        assert hi > lo  # never zero-width
+        assert (lo > 0 or hi < 0) == (sc.p <= 0.05)
+
+
+def test_clustered_score_does_not_depend_on_how_epochs_are_paired():
+    """Three epochs per task: re-pairing a task's epochs (same per-task sums) changes no figure."""
+    from skillaudit.stats import paired_score
+
+    units = np.repeat(np.arange(50), 3)
+    a = np.zeros(150)
+    a[[0, 1, 2, 3, 4, 9]] = -1
+    a[[10]] = 1
+    a[[11]] = -1  # task 3: +1 and -1 cancel
+    b = a.copy()
+    b[[10, 11]] = 0  # the same task sums
+    sa, sb = paired_score(units, a), paired_score(units, b)
+    assert sa.p == sb.p and sa.ci == sb.ci
+    # Durkalski's statistic: sum S / sqrt(sum S^2) = -6 / sqrt(9 + 4 + 1 + 0)
+    z = 6 / np.sqrt(14)
+    assert abs(sa.p - math.erfc(z / math.sqrt(2))) < 1e-12
+
+
+def test_by_qvalues_match_statsmodels_fdr_by():
+    """Benjamini-Yekutieli q-values equal statsmodels' multipletests(method='fdr_by')."""
+    from statsmodels.stats.multitest import multipletests
+
+    from skillaudit.stats import by_qvalues
+
+    p = np.random.default_rng(3).uniform(size=40) ** 3
+    assert np.allclose(by_qvalues(p), multipletests(p, method="fdr_by")[1])
+
+
+def test_tarone_screen_leaves_out_hypotheses_that_cannot_reach_significance():
+    """Tarone: with minimum p-values [1e-4, 1e-3, 0.2, 0.5], only the first two can reach alpha / K."""
+    from skillaudit.stats import tarone_testable
+
+    assert tarone_testable(np.array([1e-4, 1e-3, 0.2, 0.5]), 0.05).tolist() == [True, True, False, False]
+    assert tarone_testable(np.array([np.nan, 0.9]), 0.05).tolist() == [False, False]
+
+
+def test_skellam_test_matches_scipy():
+    """The exact Poisson-difference test equals 2 * min(cdf, sf) of scipy.stats.skellam."""
+    from scipy.stats import skellam
+
+    from skillaudit.stats import skellam_test
+
+    for d, mu1, mu2 in ((-5, 1.0, 1.5), (4, 2.0, 0.5), (0, 3.0, 3.0), (-12, 4.0, 9.0)):
+        p, _, a, b = skellam_test(d, mu1, mu2)
+        ref = min(1.0, 2 * min(skellam.cdf(d, mu1, mu2), skellam.sf(d - 1, mu1, mu2)))
+        assert abs(p - ref) < 1e-9
+        assert a <= round(mu1 - mu2) <= b

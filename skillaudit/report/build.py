@@ -200,11 +200,23 @@ def _p(p: float | None) -> str:
 USE_NOT_LOGGED = "skill use not logged: this is the effect of offering the skills"
 
 
+#: a helps/hurts verdict needs at least this many flips (rescues + harms), the floor every verdict
+#: of skillaudit has (per skill, library, control arms): 0 rescues vs 4 harms gives a score p of
+#: 0.046 and an interval short of 0, which is said, not acted on
+MIN_VERDICT_FLIPS = 5
+
+
+def _too_few(flips: int) -> str:
+    return (f"only {flips} flip{'s' * (flips != 1)}, fewer than the {MIN_VERDICT_FLIPS} a verdict needs")
+
+
 def offered_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
     """helps | hurts | unclear for a group whose runs say which skills were offered, not which were
     used: the access effect (OAE) with its task-level CI and test; never a retrieval count."""
-    oae, ci, p = g.get("oae"), g.get("oae_ci"), g.get("mcnemar_p")
-    test = g.get("oae_p_test") or "exact McNemar"
+    oae, ci = g.get("oae"), g.get("oae_ci")
+    # the test the printed interval inverts (score test; the exact one stays in mcnemar_p)
+    p = (g.get("score_p") or {}).get("oae", g.get("mcnemar_p"))
+    test = (g.get("score_test") or {}).get("oae") or g.get("oae_p_test") or "exact McNemar"
     ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
     acc = ""
     if g.get("acc_enabled") is not None and g.get("acc_disabled") is not None:
@@ -212,7 +224,10 @@ def offered_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str
     n_t, n = g.get("n_tasks", 0), g.get("n_pairs", 0)
     where = f"{n_t:,} tasks" if n_t == n else f"{n_t:,} tasks ({n:,} paired trials)"
     body = f"OAE {_pp(oae)}{ci_txt} ({acc}{where}; {test} {_p(p)})"
-    if oae is not None and p is not None and p <= alpha and oae > 0:
+    flips = g.get("b", 0) + g.get("c", 0)
+    if oae is not None and p is not None and p <= alpha and flips < MIN_VERDICT_FLIPS:
+        verdict, text = "unclear", f"no clear effect of offering the skills: {body}; {_too_few(flips)}"
+    elif oae is not None and p is not None and p <= alpha and oae > 0:
         verdict, text = "helps", f"offering the skills helps: {body}"
     elif oae is not None and p is not None and p <= alpha and oae < 0:
         verdict, text = "hurts", f"offering the skills hurts: {body}"
@@ -238,7 +253,9 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
         return offered_verdict(g, alpha)
     rae, n = g.get("rae"), g.get("n_cond", 0)
     p = g.get("p_cond", g.get("mcnemar_p_cond"))
-    test = "McNemar" if "McNemar" in (g.get("p_cond_test") or "McNemar") else "sign-flip test over tasks"
+    name = g.get("p_cond_test") or "McNemar"
+    test = ("score McNemar" if name.startswith(("score", "cluster-adjusted score")) else
+            "McNemar" if "McNemar" in name else "sign-flip test over tasks")
     ci = g.get("rae_ci")
     ci_txt = f", 95% CI {ci[0] * 100:+.1f} to {ci[1] * 100:+.1f}" if ci else ""
     n_t = g.get("n_cond_tasks") or n
@@ -247,6 +264,10 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
     if not g.get("reportable") or rae is None:
         verdict = "too-few"
         text = f"too few tasks retrieved skills to tell ({where} retrieval-triggered)"
+    elif p is not None and p <= alpha and g.get("cond_b", 0) + g.get("cond_c", 0) < MIN_VERDICT_FLIPS:
+        verdict = "unclear"
+        text = (f"no clear effect where skills are used: RAE {_pp(rae)}{ci_txt} ({counts}; {test} "
+                f"{_p(p)}, {_too_few(g.get('cond_b', 0) + g.get('cond_c', 0))})")
     elif p is not None and p <= alpha and rae < 0:
         verdict = "hurts"
         text = f"skills hurt where they are used: RAE {_pp(rae)}{ci_txt} ({counts}; {test} {_p(p)})"
@@ -290,7 +311,7 @@ def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
         flagged = [r["skill_id"] for r in recs if r.get("scope") == "skill" and r["action"] in ("prune", "rewrite")
                    and (model in r.get("models", []) or "*" in r.get("models", []))]
         if not flagged:
-            text += "; no single entry is reliably worse than that average, so nothing is pruned for it"
+            text += "; no single entry is reliably worse than the others, so nothing is pruned for it"
     cells = [e for e in effects if e["model"] == model and e["benchmark"] != "*"]
     wide = [e["benchmark"] for e in cells if e["verdict"] == "library-wide"]
     if verdict != "library-wide" and wide:
