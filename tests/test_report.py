@@ -245,3 +245,17 @@ def test_headline_names_a_benchmark_whose_arms_say_injection_hurts_when_pooling_
     already = "injection hurts, not these skills (random arm: ...)"
     assert _injection_sentence(groups, "m", already) == already
     assert _injection_sentence(groups, "m", None) is None
+
+
+def test_headline_names_the_skills_to_prune_rewrite_and_merge():
+    """The recommended line names the skills of each action (at most 4, then an ellipsis), not only their number."""
+    from skillaudit.report.build import headline
+
+    group = {"model": "m", "benchmark": "*", "reportable": True, "rae": -0.1, "rae_ci": [-0.2, -0.01],
+             "p_cond": 0.01, "cond_b": 2, "cond_c": 12, "n_cond": 100, "n_cond_tasks": 100, "n_pairs": 120}
+    recs = [{"scope": "skill", "skill_id": s, "action": a} for s, a in
+            [("bad", "prune"), ("twin-a", "merge"), ("twin-b", "merge"), ("mixed", "rewrite"),
+             *[(f"dup-{i}", "merge") for i in range(3)]]]
+    out = headline({"groups": [group]}, {"recommendations": recs, "projected": {}})
+    assert out["action"] == ("Recommended: prune 1 (bad); rewrite 1 (mixed); "
+                             "merge 5 (twin-a, twin-b, dup-0, dup-1, …).")

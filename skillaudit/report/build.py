@@ -413,13 +413,10 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
                 where = "" if r.get("benchmark") in (None, "*") else f" on {r['benchmark']}"
                 verb = "gate retrieval" if r["action"] == "gate-retrieval" else "retrieve fewer skills per call"
                 parts.append(f"{verb} for {r.get('model')}{where} ({r['action']})")
-        if by["prune"]:
-            parts.append(f"prune {len(by['prune'])} ({', '.join(by['prune'][:4])}"
-                         f"{', …' if len(by['prune']) > 4 else ''})")
-        if by["rewrite"]:
-            parts.append(f"rewrite {len(by['rewrite'])}")
-        if by["merge"]:
-            parts.append(f"merge {len(by['merge'])}")
+        for verb in ("prune", "rewrite", "merge"):  # the skills to act on, by name
+            if by[verb]:
+                parts.append(f"{verb} {len(by[verb])} ({', '.join(by[verb][:4])}"
+                             f"{', …' if len(by[verb]) > 4 else ''})")
         if parts:
             action = "Recommended: " + "; ".join(parts) + "."
             if by["prune"] and proj.get("rae_after") is not None:
