@@ -585,7 +585,9 @@ def _recommend_one(
                 reason = blame or f"no reliable effect: {counts}" + (f"; {coef_txt}" if coef_txt else "")
             if exp_help and where and where not in reason:
                 reason += "; " + where
-        if measured(a) and action not in ("prune", "rewrite", "unused"):
+        if measured(a) and action == "merge":  # the near-duplicate rule decided: it comes first
+            reason += f"; re-runs do not show it worse than the other entries ({causal_txt})"
+        elif measured(a) and action not in ("prune", "rewrite", "unused"):  # the re-runs decided
             reason = f"re-runs do not show it worse than the other entries ({causal_txt}); " + reason
         if sid in cluster_of and action in ("prune", "rewrite", "needs-data"):
             others = [s for s in cluster_of[sid] if s != sid]

@@ -168,3 +168,17 @@ def test_prune_and_audit_use_the_same_near_duplicate_definition():
 
     assert default(prune, "embedder") == default(audit, "embedder") == "minilm"
     assert default(prune, "threshold") is None and default(audit, "threshold") is None
+
+
+def test_merge_reasons_name_the_near_duplicate_rule_first_on_the_sample_runs():
+    """On the bundled sample runs (with mask re-runs), every merge reason opens with the near-duplicate rule that decided it; the re-runs' evidence follows."""
+    root = Path(__file__).resolve().parents[1]
+    runs = sorted(str(p) for p in (root / "sample_runs").glob("*.jsonl"))
+    res = CliRunner().invoke(cli, ["prune", *runs, "--skills", str(root / "skills"), "--json", "--bootstrap", "200"])
+    assert res.exit_code == 0, res.output
+    merges = [r for r in json.loads(res.stdout)["recommendations"] if r["action"] == "merge"]
+    assert len(merges) == 4
+    for r in merges:  # one clause per model: "on MODEL: near-duplicate..."
+        for clause in r["reason"].split("; on "):
+            assert clause.split(": ", 1)[1].startswith("near-duplicate"), r["reason"]
+    assert any("; re-runs do not show it worse than the other entries" in r["reason"] for r in merges)
