@@ -4,6 +4,7 @@ oracle poisoning, and what happens without isolation."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pickle
@@ -476,7 +477,7 @@ def test_poisoned_oracle_cache_is_never_executed(mbpp, tmp_path):
     assert first.score(task, fence(CORRECT_CODE["Mbpp/3"]))[0].correct
     key = OracleCache(cache)._key(task)
     entry = cache / f"{key}.json"
-    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v4"
+    assert entry.is_file() and json.loads(entry.read_text())["format"] == "skillaudit.oracle/v5"
     assert (cache.stat().st_mode & 0o777) == 0o700 and (entry.stat().st_mode & 0o077) == 0
     assert not list(cache.glob("*.pkl"))
     proof = tmp_path / "pwned"
@@ -1016,7 +1017,8 @@ def test_deep_tree_crafted_outputs_and_huge_results_are_scored_failures(he0, mbp
     for v in verdicts:
         assert not v.correct and len(v.reason) <= 300 and "\x1b" not in v.reason, verdicts
     assert verdicts[1].reason == "unreadable outputs" and verdicts[4].reason == "unreadable outputs", verdicts
-    assert verdicts[2].reason.startswith("outputs larger than"), verdicts[2]
+    # 15 MiB of JSON is beyond DIGEST_OVER: written as its digest, scored wrong without being read whole
+    assert verdicts[2].reason.startswith("failed base test 0: wrong output: <sha256:"), verdicts[2]
     assert verdicts[3].reason.startswith("failed load: ValueError: \\x1b[31myyy"), verdicts[3]
     assert peak < 64 << 20, peak
     assert os.listdir(scratch) == []
@@ -1132,3 +1134,49 @@ def test_cgroup_status_names_the_fallback():
     usable, why = score_mod.cgroup_status()
     assert not usable and ("no per-sandbox cgroup" in why or "not implemented" in why), why
     assert "falling back to per-process limits: RLIMIT_AS" in why and "memfd_create" in why, why
+
+
+PAIRS = "def pairs(n):\n    return [(i, str(j)) for i in range(n) for j in range(n)]\n"
+PAIRS_ROW = {**BIG_ROW, "task_id": "Mbpp/9002", "prompt": '"""\nAll pairs below n.\n"""', "entry_point": "pairs",
+             "canonical_solution": "\n" + PAIRS, "base_input": [[3]], "plus_input": [[60]],
+             "assertion": "\nassert pairs(1) == [(0, '0')]\n"}
+
+
+def test_outputs_longer_than_the_digest_threshold_are_compared_by_digest(tmp_path, monkeypatch):
+    """An output whose JSON is longer than DIGEST_OVER is written by the canonical run and the answer
+    alike as its sha256 (encoded one element at a time, Mbpp/255's 1.2 GB output): the canonical
+    solution and another honest answer pass, an answer differing in one element fails, and a short
+    output is still written whole."""
+    monkeypatch.setattr(score_mod, "DIGEST_OVER", 4096)
+    task = load_tasks("mbpp_plus", write_rows(tmp_path / "m.jsonl", [PAIRS_ROW]))[0]
+    scorer = Scorer(ROOMY, cache_dir=tmp_path / "cache")
+    expected = scorer.oracles.get(task, {"base": [[3]], "plus": [[60]]})
+    (st_base, short), = expected.groups["base"]
+    (st_plus, long_), = expected.groups["plus"]
+    full = json.dumps(score_mod._encode_output([(i, str(j)) for i in range(60) for j in range(60)]))
+    assert len(full) > 4096 and short == json.dumps(score_mod._encode_output(
+        [(i, str(j)) for i in range(3) for j in range(3)])).encode()
+    assert json.loads(long_) == {"h": f"sha256:{hashlib.sha256(full.encode()).hexdigest()}:{len(full)}"}
+    assert scorer.score(task, fence(PAIRS))[0].correct
+    other = "import itertools\ndef pairs(n):\n    return [(i, str(j)) for i, j in itertools.product(range(n), repeat=2)]\n"
+    assert scorer.score(task, fence(other))[0].correct
+    wrong = ("def pairs(n):\n    out = [(i, str(j)) for i in range(n) for j in range(n)]\n"
+             "    return out[:-1] + [(0, 'x')] if n > 9 else out\n")  # the long output differs in one element
+    s, _ = scorer.score(task, fence(wrong))
+    assert not s.correct and s.reason.startswith("failed plus test 0: wrong output: <sha256:"), s
+
+
+def test_task_limits_give_an_answer_what_the_canonical_solution_needed():
+    """The time limit is 4x the canonical run's plus 1 s (EvalPlus's factor), the memory limit the
+    canonical run's own where its peak does not fit the run's limit; never beyond the canonical run's
+    limits, never below the run's own."""
+    base = Limits()
+    small = score_mod.Expected({}, 0, seconds=0.2, peak_mb=40)
+    assert score_mod.task_limits(base, small) == base
+    heavy = score_mod.Expected({}, 0, seconds=12.0, peak_mb=3700)
+    got = score_mod.task_limits(base, heavy)
+    assert (got.timeout_s, got.cpu_s, got.memory_mb) == (49.0, 49, score_mod.ORACLE_LIMITS.memory_mb)
+    slowest = score_mod.task_limits(base, score_mod.Expected({}, 0, seconds=100.0, peak_mb=10))
+    assert (slowest.timeout_s, slowest.memory_mb) == (score_mod.ORACLE_LIMITS.timeout_s, base.memory_mb)
+    # the canonical run's tmpfs holds a file as large as its per-file limit (Mbpp/255 hit ENOSPC at 64 MiB)
+    assert score_mod.ORACLE_LIMITS.disk_mb > score_mod.ORACLE_LIMITS.fsize_mb

@@ -872,6 +872,41 @@ def line(group, status, value):
         text = json.dumps({"r": "unencodable"})
     return group + "\t" + status + "\t" + text + "\n"
 
+LARGE = P["digest_over"]  # an output whose JSON text is longer is written as its digest
+
+def digest(pieces, size):
+    import hashlib
+    h = hashlib.sha256()
+    for p in pieces:
+        h.update(p.encode("ascii"))
+    return {"h": "sha256:" + h.hexdigest() + ":" + str(size)}
+
+def output_text(out):
+    # json.dumps(enc(out)); a long list is encoded one element at a time (the same text, without
+    # building the whole tagged copy), and a text longer than LARGE becomes its digest
+    if type(out) is not list or len(out) < 1024:
+        text = json.dumps(safe_enc(out))
+        return text if len(text) <= LARGE else json.dumps(digest([text], len(text)))
+    import hashlib
+    pieces, size, h = ["["], 1, None
+    try:
+        for i, v in enumerate(out):
+            piece = (", " if i else "") + json.dumps(enc(v, 1))
+            size += len(piece)
+            if h is not None:
+                h.update(piece.encode("ascii"))
+                continue
+            pieces.append(piece)
+            if size > LARGE:
+                h = hashlib.sha256("".join(pieces).encode("ascii"))
+                pieces = None
+    except BaseException:
+        return json.dumps({"r": "unencodable"})
+    if h is None:
+        return "".join(pieces) + "]"
+    h.update(b"]")
+    return json.dumps({"h": "sha256:" + h.hexdigest() + ":" + str(size + 1)})
+
 lines = []
 for group, inputs in P["inputs"].items():
     for inp in inputs:
@@ -879,14 +914,19 @@ for group, inputs in P["inputs"].items():
             out = fn(*copy.deepcopy(inp))
             if P.get("not_none"):
                 out = out is not None
-            lines.append(line(group, "ok", safe_enc(out)))
+            try:
+                text = output_text(out)
+            except BaseException:
+                text = json.dumps({"r": "unencodable"})
+            lines.append(group + "\tok\t" + text + "\n")
         except BaseException as exc:
             lines.append(line(group, "error", type(exc).__name__ + ": " + str(exc)[:200]))
         sink.seek(0); sink.truncate()
 sys.stdout = sys.__stdout__
 with open(OUT_NAME, "w", encoding="utf-8") as fh:
     fh.writelines(lines)
-report({"ok": True})
+import resource
+report({"ok": True, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
 """
 
 # HumanEval, run 1 (contains the answer): check() calls the answer through a wrapper that records
@@ -1314,6 +1354,8 @@ class Expected:
 
     groups: dict[str, tuple[tuple[str, Any], ...]]
     size: int
+    seconds: float = 0.0  # the canonical solution's wall time in the sandbox
+    peak_mb: int = 0  # ... and its peak resident memory (the runner's ru_maxrss)
 
     def decoded(self) -> dict[str, list[tuple[str, Any]]]:
         """{group: [(status, decoded value or error text)]}."""
@@ -1335,7 +1377,31 @@ def _expected_from_lines(data: bytes, inputs: dict[str, list[Any]]) -> Expected:
     return Expected({g: tuple(r) for g, r in groups.items()}, len(data))
 
 
-ORACLE_FORMAT = "skillaudit.oracle/v4"
+ORACLE_FORMAT = "skillaudit.oracle/v5"
+# The canonical solution is trusted code, but it still runs in the sandbox: its outputs file may be as large
+# as its per-file limit, so its private tmpfs (working folder and /tmp) must hold a file of that size plus
+# the runner's own files; a tmpfs smaller than RLIMIT_FSIZE fails with ENOSPC (Mbpp/255: 64 MiB tmpfs).
+ORACLE_LIMITS = Limits(timeout_s=120, cpu_s=120, memory_mb=4096, fsize_mb=256, disk_mb=256 + 16)
+# A candidate gets the run's limits, or more where the canonical solution itself needs more, as EvalPlus
+# does (its time limit per test is 4x the ground truth's, `gt_time_limit_factor`): time 4x the canonical
+# run's plus 1 s, never beyond the canonical run's own limit; and where the canonical solution's peak memory
+# plus 256 MiB exceeds the run's memory limit, the canonical run's own memory limit (the same limit, so an
+# honest answer meets the same MemoryError, if any, at the same place as the canonical solution did).
+# Mbpp/255 (1.2 GB of combinations for one input) needs ~45 s and > 1 GiB even for its canonical solution.
+TIME_FACTOR = 4.0
+# An output whose tagged JSON is longer than this is written (by the canonical run and the answer's alike)
+# as {"h": "sha256:HEX:LENGTH"}, computed one list element at a time: equal outputs still give equal
+# bytes, and neither the sandbox nor the scorer holds a 1 GB encoding (Mbpp/255's largest output). Such
+# an output is compared exactly (no float tolerance); a differing one decodes to an opaque value.
+DIGEST_OVER = 8 << 20
+
+
+def task_limits(limits: Limits, expected: Expected) -> Limits:
+    """`limits`, raised to what the task's canonical solution needed (see TIME_FACTOR), within ORACLE_LIMITS."""
+    seconds = min(ORACLE_LIMITS.timeout_s, TIME_FACTOR * expected.seconds + 1.0)
+    memory = ORACLE_LIMITS.memory_mb if expected.peak_mb + 256 > limits.memory_mb else 0
+    return replace(limits, timeout_s=max(limits.timeout_s, seconds), cpu_s=max(limits.cpu_s, math.ceil(seconds)),
+                   memory_mb=max(limits.memory_mb, memory))
 
 
 def _private_dir(path: Path) -> bool:
@@ -1378,7 +1444,7 @@ class OracleCache:
         import hashlib
 
         h = hashlib.sha256()
-        h.update(pickle.dumps(("v3-json-hashseed0", task.task_id, task.data["canonical_solution"],
+        h.update(pickle.dumps(("v3-json-hashseed0", DIGEST_OVER, task.task_id, task.data["canonical_solution"],
                                task.data["base_input"], task.data["plus_input"]), protocol=4))
         return h.hexdigest()[:24]
 
@@ -1412,7 +1478,12 @@ class OracleCache:
                     out.append((status, text))
                     size += len(text) + len(g) + 8
                 groups[g] = tuple(out)
-            return Expected(groups, int(doc.get("size", size)) if isinstance(doc.get("size"), int) else size)
+            seconds, peak = doc.get("seconds", 0.0), doc.get("peak_mb", 0)
+            if not isinstance(seconds, (int, float)) or not isinstance(peak, int) or not (
+                    0 <= seconds <= ORACLE_LIMITS.timeout_s and 0 <= peak <= 1 << 20):
+                return None
+            return Expected(groups, int(doc.get("size", size)) if isinstance(doc.get("size"), int) else size,
+                            float(seconds), peak)
         except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
             return None
 
@@ -1426,7 +1497,8 @@ class OracleCache:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 results = {g: [[st, v.decode("ascii") if st == "ok" else v] for st, v in rows]
                            for g, rows in expected.groups.items()}
-                json.dump({"format": ORACLE_FORMAT, "key": key, "size": expected.size, "results": results}, fh)
+                json.dump({"format": ORACLE_FORMAT, "key": key, "size": expected.size, "seconds": expected.seconds,
+                           "peak_mb": expected.peak_mb, "results": results}, fh)
             os.replace(tmp, path)
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -1444,11 +1516,11 @@ class OracleCache:
                 return cached
             payload = {"mode": "oracle", "code": task.data["docstring"] + "\n" + task.data["canonical_solution"],
                        "entry_point": task.data["entry_point"], "inputs": inputs,
-                       "not_none": task.data["entry_point"] in MBPP_NOT_NONE}
+                       "not_none": task.data["entry_point"] in MBPP_NOT_NONE, "digest_over": DIGEST_OVER}
             mark = "@@" + secrets.token_hex(8) + "@@"
             name = f"oracle-{secrets.token_hex(8)}.json"
             res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)},
-                                    Limits(timeout_s=120, cpu_s=120, memory_mb=4096, fsize_mb=256),
+                                    ORACLE_LIMITS,
                                     args=(mark, name), collect=(name,))
             verdict = _marked(res, mark)
             if not verdict or not verdict.get("ok") or name not in files:
@@ -1458,6 +1530,9 @@ class OracleCache:
                 oracle = _expected_from_lines(files[name], inputs)
             except (ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
                 raise HarnessError(f"{task.task_id}: unreadable canonical outputs ({exc})") from None
+            peak = verdict.get("peak_kb")
+            oracle = replace(oracle, seconds=round(res.duration_s, 3),
+                             peak_mb=-(-peak // 1024) if isinstance(peak, int) and peak > 0 else 0)
             self._mem[key] = oracle
             self._store(key, oracle)
             return oracle
@@ -1516,12 +1591,14 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
     }
     expected = oracles.get(task, inputs)
     not_none = entry in MBPP_NOT_NONE
-    payload = {"mode": "outputs", "code": code, "entry_point": entry, "inputs": inputs, "not_none": not_none}
+    payload = {"mode": "outputs", "code": code, "entry_point": entry, "inputs": inputs, "not_none": not_none,
+               "digest_over": DIGEST_OVER}
     mark = "@@" + secrets.token_hex(8) + "@@"
     name = f"outputs-{secrets.token_hex(8)}.json"
     cap = outputs_cap(expected.size)
     mib = -(-cap // (1 << 20))  # room to write outputs as large as the cap, never less than before
-    run_limits = replace(limits, fsize_mb=max(limits.fsize_mb, mib), disk_mb=max(limits.disk_mb, mib + 16))
+    run_limits = replace(task_limits(limits, expected), fsize_mb=max(limits.fsize_mb, mib),
+                         disk_mb=max(limits.disk_mb, mib + 16))
     res, files = run_python(RUNNER, {"payload.pkl": pickle.dumps(payload)}, run_limits, args=(mark, name),
                             collect=(name,), collect_max=cap)
     if res.timed_out:
