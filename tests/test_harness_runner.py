@@ -315,3 +315,22 @@ def test_benchmark_episode_timeout_is_an_error_record(setup):
     assert summary.errors == 1 and by["enabled"]["error"] is None and by["enabled"]["invoked"] is True
     assert by["disabled"]["error"] == (f"agent: built-in search agent did not return within 0.3s on task "
                                        f"{by['disabled']['task_id']}")
+
+
+def test_run_warns_when_code_is_scored_without_cgroup_limits(monkeypatch):
+    """A code benchmark scored in a sandbox without cgroups says so (with the reason) in the run's
+    warnings; with cgroups, or on a benchmark that runs no code, nothing is said."""
+    from types import SimpleNamespace
+
+    from skillaudit.harness import runner, score
+
+    monkeypatch.setattr(score, "cgroup_status", lambda: (False, "not running as root: no per-sandbox cgroups; "
+                                                                "falling back to per-process limits: RLIMIT_AS"))
+    assert runner._sandbox_warnings(SimpleNamespace(benchmark="mbpp_plus"), None) == [
+        "sandbox: no per-sandbox cgroup limits (not running as root: no per-sandbox cgroups); "
+        "per-process limits apply (docs/sandbox.md)"]
+    assert runner._sandbox_warnings(SimpleNamespace(benchmark="gsm8k"), None) == []
+    assert runner._sandbox_warnings(SimpleNamespace(benchmark="gsm8k"), "no root") == [
+        "--unsafe-scoring: model-written code runs unisolated (no root)"]
+    monkeypatch.setattr(score, "cgroup_status", lambda: (True, "cgroup v1 under /x"))
+    assert runner._sandbox_warnings(SimpleNamespace(benchmark="humaneval"), None) == []

@@ -1128,12 +1128,85 @@ def test_humaneval_value_bomb_is_a_failure_undecoded(he0):
     assert peak < 16 << 20, peak
 
 
-def test_cgroup_status_names_the_fallback():
-    """Without usable per-sandbox cgroups (none are set up yet), cgroup_status says so and names the
-    limits the sandbox falls back to."""
+def test_cgroup_status_names_the_fallback(monkeypatch):
+    """Without usable per-sandbox cgroups, cgroup_status says why and names the limits the sandbox
+    falls back to; with them, what it limits."""
+    from skillaudit.harness import cgroups
+
+    monkeypatch.setattr(cgroups, "find_hierarchy", lambda: (None, "no usable cgroup v2 hierarchy; no cgroup v1 pids hierarchy"))
     usable, why = score_mod.cgroup_status()
-    assert not usable and ("no per-sandbox cgroup" in why or "not implemented" in why), why
+    assert not usable and why.startswith("no usable cgroup v2 hierarchy; no cgroup v1 pids hierarchy; falling back"), why
     assert "falling back to per-process limits: RLIMIT_AS" in why and "memfd_create" in why, why
+    monkeypatch.setattr(cgroups, "find_hierarchy", lambda: (cgroups.Hierarchy(2, (("", "/x"),)), "cgroup v2 under /x"))
+    assert score_mod.cgroup_status() == (True, "cgroup v2 under /x: each sandbox gets memory (with page cache and "
+                                               "tmpfs), pids and CPU limits, besides its per-process limits")
+
+
+def _hierarchy():
+    from skillaudit.harness import cgroups
+
+    found, why = cgroups.find_hierarchy()
+    if found is None:
+        pytest.skip(f"no per-sandbox cgroups here: {why}")
+    return cgroups, found
+
+
+def _leftover_cgroups(found) -> list[str]:
+    return [n for _, d in found.dirs for n in os.listdir(d) if n.startswith("skillaudit-sbx-")]
+
+
+def test_a_sandbox_cgroup_limits_processes_and_is_removed_with_its_members():
+    """SandboxCgroup: the limits are written, a process joining it (between fork and exec, as the
+    sandbox's first process does) and its children are bounded by pids.max, kill ends them all and
+    remove leaves no folder."""
+    cgroups, found = _hierarchy()
+    cg = cgroups.SandboxCgroup(found, memory_mb=200, pids=6)
+    try:
+        mem = dict(found.dirs).get("memory", dict(found.dirs).get(""))
+        limit_file = "memory.max" if found.version == 2 else "memory.limit_in_bytes"
+        assert Path(cg.dirs.get("memory", cg.dirs.get("")), limit_file).read_text().strip() == str(200 << 20), mem
+        prog = ("import os, time\nn = 0\n"
+                "for i in range(20):\n"
+                "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+                "    if pid == 0:\n        time.sleep(60)\n        os._exit(0)\n    n += 1\n"
+                "print(n, flush=True)\ntime.sleep(60)\n")
+        proc = subprocess.Popen([sys.executable, "-c", prog], stdout=subprocess.PIPE, preexec_fn=cg.join, text=True)
+        forked = int(proc.stdout.readline())
+        assert forked == 5, forked  # pids.max 6: the parent and 5 children
+        assert proc.pid in cg.members() and len(cg.members()) == 6
+        cg.kill()
+        proc.wait(timeout=10)
+        assert cg.members() == set()
+    finally:
+        cg.kill()
+        cg.remove()
+    assert _leftover_cgroups(found) == []
+
+
+def test_the_sandbox_memory_cgroup_counts_its_tmpfs(monkeypatch):
+    """A run's memory cgroup covers what RLIMIT_AS does not: files written to its private tmpfs (shmem).
+    With the cgroup's slack lowered so that its limit is below the tmpfs size, writing 512 MiB into
+    /tmp (1 GiB tmpfs, 1 GiB file limit) is stopped by the kernel, which the result reports; the same
+    write fits when the limit covers the tmpfs (the default). No cgroup folder is left either way."""
+    cgroups, found = _hierarchy()
+    prog = ("f = open('/tmp/fill', 'wb')\nchunk = b'x' * (1 << 20)\n"
+            "for i in range(512):\n    f.write(chunk)\nf.close()\nprint('wrote')\n")
+    roomy = Limits(timeout_s=60, cpu_s=60, memory_mb=300, fsize_mb=1024, disk_mb=1024)
+    res, _ = run_python(prog, {}, roomy)
+    assert res.returncode == 0 and "wrote" in res.stdout, res
+    monkeypatch.setattr(cgroups, "MEMORY_SLACK_MB", -1024)  # the cgroup limit: 300 MiB
+    res, _ = run_python(prog, {}, roomy)
+    assert "wrote" not in res.stdout, res
+    assert res.memory_exceeded or res.returncode != 0, res
+    assert _leftover_cgroups(found) == []
+
+
+def test_a_sandbox_sees_its_cgroup_as_its_root():
+    """With a cgroup namespace the sandbox's /proc/self/cgroup names no host path."""
+    _hierarchy()
+    res, _ = run_python("print(open('/proc/self/cgroup').read())", {}, Limits())
+    assert res.returncode == 0, res
+    assert "skillaudit-sbx" not in res.stdout and "process_api" not in res.stdout, res.stdout
 
 
 PAIRS = "def pairs(n):\n    return [(i, str(j)) for i in range(n) for j in range(n)]\n"
@@ -1153,6 +1226,7 @@ def test_outputs_longer_than_the_digest_threshold_are_compared_by_digest(tmp_pat
     expected = scorer.oracles.get(task, {"base": [[3]], "plus": [[60]]})
     (st_base, short), = expected.groups["base"]
     (st_plus, long_), = expected.groups["plus"]
+    assert st_base == st_plus == "ok"
     full = json.dumps(score_mod._encode_output([(i, str(j)) for i in range(60) for j in range(60)]))
     assert len(full) > 4096 and short == json.dumps(score_mod._encode_output(
         [(i, str(j)) for i in range(3) for j in range(3)])).encode()

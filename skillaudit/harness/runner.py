@@ -258,6 +258,18 @@ def _unsafe_reason(opts: RunOptions) -> str | None:
     return why or "no isolation"
 
 
+def _sandbox_warnings(opts: RunOptions, unsafe_reason: str | None) -> list[str]:
+    """What the run's warnings say of the scoring sandbox: unisolated, or isolated without cgroups."""
+    if unsafe_reason:
+        return [f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})"]
+    if opts.benchmark in CODE_BENCHMARKS:
+        usable, why = _score.cgroup_status()
+        if not usable:
+            return [f"sandbox: no per-sandbox cgroup limits ({why.split('; falling back')[0]}); "
+                    "per-process limits apply (docs/sandbox.md)"]
+    return []
+
+
 BUILTIN_AGENT = "built-in search agent"
 
 
@@ -349,9 +361,7 @@ def run(opts: RunOptions, quiet: bool = False,
     from .taskrun import _view, plan_reuse, seed_output
     unsafe_reason = _unsafe_reason(opts)
     tasks = select_tasks(opts)
-    warnings: list[str] = []
-    if unsafe_reason:
-        warnings.append(f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})")
+    warnings: list[str] = _sandbox_warnings(opts, unsafe_reason)
     index = None
     lib_hash = None
     if opts.skills:
@@ -521,9 +531,7 @@ def run_arms(opts: RunOptions, quiet: bool = False,
     if not opts.skills:
         raise InputError("--skills is required: the arms replay against the base run's library")
     library = load_library(opts.skills)
-    warnings = list(library.warnings)
-    if unsafe_reason:
-        warnings.append(f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})")
+    warnings = list(library.warnings) + _sandbox_warnings(opts, unsafe_reason)
     index = SkillIndex(library)
     pruned_index = None
     if opts.prune:

@@ -62,7 +62,8 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUTS = 0x04000000
 CLONE_THREAD = 0x00010000
-NS_FLAGS = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+CLONE_NEWCGROUP = 0x02000000  # the sandbox sees its own cgroup as "/", not the host's paths
+NS_FLAGS = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
 # world-writable places that get a private, throw-away tmpfs inside the sandbox's mount namespace
 PRIVATE_TMP = (b"/tmp", b"/var/tmp", b"/dev/shm")
@@ -93,6 +94,7 @@ class ExecResult:
     timed_out: bool
     duration_s: float
     oversized: tuple[str, ...] = ()  # collected files left unread: larger than the cap
+    memory_exceeded: bool = False  # the sandbox's cgroup had a process killed for its memory limit
 
 
 @dataclass
@@ -272,9 +274,12 @@ def _runtime_binds(python: str) -> tuple[tuple[bytes, bytes | None], ...]:
 
 
 def _preexec(limits: Limits, ns: bool, hide: tuple[bytes, ...] = (), newroot: str | None = None,
-             work: str | None = None, binds: tuple[tuple[bytes, bytes | None], ...] = ()):
+             work: str | None = None, binds: tuple[tuple[bytes, bytes | None], ...] = (), cgroup=None):
     def fn() -> None:  # runs in the child between fork and exec (the cwd is already entered)
         import resource
+
+        if cgroup is not None:  # before anything else: every later process of the sandbox is in it
+            cgroup.join()
 
         mb = 1024 * 1024
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
@@ -569,25 +574,33 @@ def sandbox_layers() -> dict[str, bool]:
 
 
 def cgroup_status() -> tuple[bool, str]:
-    """(usable, why not) for per-sandbox cgroup v2 limits. The sandbox does not use cgroups yet: it
-    says here what the machine offers; without them memory is bounded by RLIMIT_AS, the tmpfs sizes
-    and the denied memfd_create / SysV shm, and processes by RLIMIT_NPROC of the sandbox's own uid."""
-    fallback = ("; falling back to per-process limits: RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE and RLIMIT_NPROC "
-                "of a uid of the sandbox's own, a size- and inode-limited private tmpfs, memfd_create and "
-                "SysV shm denied")
-    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-        try:
-            with open(os.path.join(root, "cgroup.controllers"), encoding="ascii") as fh:
-                have = set(fh.read().split())
-        except OSError:
-            continue
-        missing = {"memory", "pids", "cpu"} - have
-        if missing:
-            return False, (f"cgroup v2 at {root} lacks the {', '.join(sorted(missing))} controller(s) "
-                           "(a hybrid v1/v2 host?): no per-sandbox cgroup limits" + fallback)
-        return False, (f"cgroup v2 at {root} has the controllers, but per-sandbox cgroups are not implemented yet"
-                       + fallback)
-    return False, "no cgroup v2 hierarchy: no per-sandbox cgroup limits" + fallback
+    """(usable, what) for per-sandbox cgroup limits (`cgroups.find_hierarchy`): memory including page
+    cache, tmpfs and shmem, processes and CPU for each sandbox as a whole. Without them memory is
+    bounded by RLIMIT_AS, the tmpfs sizes and the denied memfd_create / SysV shm, and processes by
+    RLIMIT_NPROC of the sandbox's own uid."""
+    from .cgroups import find_hierarchy
+
+    found, why = find_hierarchy()
+    if found:
+        return True, (f"{why}: each sandbox gets memory (with page cache and tmpfs), pids and CPU limits, "
+                      "besides its per-process limits")
+    return False, (why + "; falling back to per-process limits: RLIMIT_AS, RLIMIT_CPU, RLIMIT_FSIZE and "
+                   "RLIMIT_NPROC of a uid of the sandbox's own, a size- and inode-limited private tmpfs, "
+                   "memfd_create and SysV shm denied")
+
+
+def _sandbox_cgroup(limits: Limits, drop: bool):
+    """The run's cgroup (memory: the process's limit plus its tmpfs plus the bootstrap's slack; pids:
+    RLIMIT_NPROC plus slack; one CPU), or None where cgroups are not usable."""
+    from .cgroups import MEMORY_SLACK_MB, PIDS_SLACK, SandboxCgroup, find_hierarchy
+
+    found, _ = find_hierarchy() if drop else (None, "")
+    if found is None:
+        return None
+    try:
+        return SandboxCgroup(found, limits.memory_mb + limits.disk_mb + MEMORY_SLACK_MB, limits.nproc + PIDS_SLACK)
+    except OSError as exc:
+        raise HarnessError(f"the sandbox could not be set up: cannot make its cgroup ({exc})") from None
 
 
 def run_python(
@@ -618,11 +631,18 @@ def run_python(
     logs = tempfile.mkdtemp(prefix="skillaudit-log-")  # not writable by the sandbox user
     newroot = tempfile.mkdtemp(prefix="skillaudit-root-") if ns else None
     mounted = drop and _mount_tmpfs(work, limits, uid)
-    if ns and not mounted:
+    cgroup = None
+    try:
+        if ns and not mounted:
+            raise HarnessError("the sandbox could not be set up: cannot mount its private working tmpfs")
+        cgroup = _sandbox_cgroup(limits, drop)
+    except HarnessError:
+        if mounted:
+            _umount(work)
         for d in (work, logs, newroot):
             _remove_tree(d or "")
         _give_uid(uid) if drop else None
-        raise HarnessError("the sandbox could not be set up: cannot mount its private working tmpfs")
+        raise
     ns_fd = None
     cap = collect_max if collect_max is not None else limits.fsize_mb * 1024 * 1024
     try:
@@ -646,7 +666,8 @@ def run_python(
                     [os.path.realpath(python) if ns else python, "-s", "-P", "-c", BOOTSTRAP], cwd=work,
                     env=env, stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
                     close_fds=True,
-                    preexec_fn=_preexec(limits, ns, (), newroot, work, _runtime_binds(python) if ns else ()),
+                    preexec_fn=_preexec(limits, ns, (), newroot, work, _runtime_binds(python) if ns else (),
+                                        cgroup),
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise HarnessError(f"the sandbox could not be set up: {exc}") from None
@@ -667,6 +688,8 @@ def run_python(
                     os.killpg(proc.pid, signal.SIGKILL)
                 if ns_fd is not None:
                     _kill_namespace(os.fstat(ns_fd).st_ino)
+                if cgroup is not None:
+                    cgroup.kill()
                 if drop:
                     _kill_uid(uid)
                 _kill_strays(work)
@@ -694,11 +717,14 @@ def run_python(
                     if stat.S_ISREG(st.st_mode):
                         oversized.append(name)
         return ExecResult(proc.returncode if not timed_out else None, read(out_path),
-                          read(err_path), timed_out, duration, tuple(oversized)), collected
+                          read(err_path), timed_out, duration, tuple(oversized),
+                          cgroup is not None and cgroup.oom_killed()), collected
     finally:
         if ns_fd is not None:
             _kill_namespace(os.fstat(ns_fd).st_ino)
             os.close(ns_fd)
+        if cgroup is not None:
+            cgroup.kill()
         if drop:
             _kill_uid(uid)
         _kill_strays(work)
@@ -707,6 +733,8 @@ def run_python(
         for d in (work, logs, newroot):
             if d:
                 _remove_tree(d)
+        if cgroup is not None:
+            cgroup.remove()
         if drop:
             _give_uid(uid)
 
@@ -1242,6 +1270,8 @@ def _failure_reason(res: ExecResult, what: str) -> str:
         return f"timeout after {res.duration_s:.1f}s"
     tail = res.stderr.strip().splitlines()[-1:] if res.stderr.strip() else []
     sig = f" (signal {-res.returncode})" if res.returncode is not None and res.returncode < 0 else ""
+    if res.memory_exceeded:
+        sig += " (over the sandbox's memory limit)"
     return f"{what} exited {res.returncode}{sig} without a result" + (f": {tail[0][:200]}" if tail else "")
 
 
