@@ -980,33 +980,21 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         doc = read_document(Path(written["out"]) / "audit.json", max_depth=1000)
         emit_json({**doc, "report": written})
         return
+    from .report.headline import MAX_MODEL_LINES, model_table, terminal_lines
+
     h = result.headline
-    echo(h["title"])
-    echo(f"  {h['text']}")
-    for v in h["per_model"]:
-        if len(h["per_model"]) > 1:
-            echo(f"  {v['model']}: {v['text']}")
-        if v.get("library_text"):
-            who = f" ({v['model']})" if len(h["per_model"]) > 1 else ""
-            echo(f"  Library-wide or specific{who}: {v['library_text']}.")
-        if v["sign_text"]:
-            echo(f"  ⚠ sign disagreement ({v['model']}): {v['sign_text']}")
-        if v.get("injection_text"):
-            echo(f"  Control arms ({v['model']}): {v['injection_text']}.")
-        if v.get("aa_flip_rate") is not None:
-            echo(f"  A/A ({v['model']}): {v['aa_flip_rate'] * 100:.1f}% of pairs flip with no change at "
-                       f"all, vs {v['flip_rate'] * 100:.1f}% between the conditions on the same pairs.")
-        if v.get("selection_text"):
-            echo(f"  ⚠ selection ({v['model']}): {v['selection_text']}")
+    for line in terminal_lines(h):
+        echo(line)
+    if len(h["per_model"]) > MAX_MODEL_LINES:
+        echo(f"All {len(h['per_model'])} models:")
+        for line in model_table(h["per_model"]):
+            echo(line)
     if h.get("bundles"):
         echo("  Which tasks' skills hurt which agents (per task bundle):")
         for b in h["bundles"]["worst"]:
             echo(f"    {b['text']}; {b['hurt_text']}.")
         echo(f"  {h['bundles']['cannot_say']}")
-    if h.get("action"):
-        echo(f"  {h['action']}")
-    echo(f"Report: {written['report']}")
-    echo(f"        (also report.md, audit.json, skills.csv and figures/ in {written['out']})")
+    echo(f"Report: {written['report']} (every figure and test; also report.md, audit.json, skills.csv)")
 
 
 @cli.command()

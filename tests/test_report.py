@@ -259,3 +259,65 @@ def test_headline_names_the_skills_to_prune_rewrite_and_merge():
     out = headline({"groups": [group]}, {"recommendations": recs, "projected": {}})
     assert out["action"] == ("Recommended: prune 1 (bad); rewrite 1 (mixed); "
                              "merge 5 (twin-a, twin-b, dup-0, dup-1, …).")
+
+
+def _three_model_headline(name="skill-number-{i:02d}-with-a-long-name"):
+    from skillaudit.report.build import headline
+
+    groups = [{"model": m, "benchmark": "*", "reportable": True, "rae": rae, "rae_ci": [rae - 0.08, rae + 0.07],
+               "p_cond": p, "cond_b": b, "cond_c": c, "n_cond": 120, "n_cond_tasks": 120, "n_pairs": 150,
+               "selection_warning": "tasks that searched were easier" if m == "model-a" else None}
+              for m, rae, p, b, c in [("model-a", -0.12, 0.001, 3, 17), ("model-b", 0.02, 0.6, 6, 4),
+                                      ("model-c-with-a-rather-long-name-v2", -0.021, 0.046, 0, 4)]]
+    library = [{"model": "model-a", "benchmark": "*", "verdict": "skill-specific", "direction": "harm",
+                "heterogeneity_p": 0.004, "reportable": True, "text": "Skills differ (...)"}]
+    recs = [{"scope": "skill", "skill_id": name.format(i=i), "action": a, "models": ["model-a"]}
+            for i, a in enumerate(["prune"] * 3 + ["rewrite"] * 2 + ["merge"] * 6)]
+    recs.append({"scope": "library", "action": "reduce-depth", "model": "model-a", "benchmark": "gsm8k"})
+    verify = {"rows": [{"skill_id": None, "measured": -0.05, "measured_ci": [-0.1, 0.0], "n_rerun": 30,
+                        "excluded": ["skill-number-00-with-a-long-name"], "model": "model-a",
+                        "rae_before": -0.12, "projected": -0.08}]}
+    return headline({"groups": groups}, {"recommendations": recs, "projected": {}}, library, verify)
+
+
+def test_terminal_headline_is_at_most_8_lines_of_100_characters_and_names_the_skills():
+    """Three models, a library-level action, 11 skills to act on and a measured re-run: the terminal
+    headline keeps to 8 lines of at most 100 characters, gives each model its verdict with the
+    interval, flips, tasks and p, and names the skills to act on (the action wins over the
+    warnings and the measured line, which stay in the report)."""
+    from skillaudit.report.headline import terminal_lines
+
+    h = _three_model_headline()
+    lines = terminal_lines(h)
+    assert len(lines) <= 8 and max(len(ln) for ln in lines) <= 100, lines
+    assert lines[0] == "The skill library helps some models and hurts others" or lines[0].startswith("The skill")
+    assert lines[1].split() == ["model", "verdict", "RAE", "pp", "[95%", "CI]", "rescued/harmed", "tasks", "p"]
+    assert lines[2].split() == ["model-a", "hurts", "-12.0", "[-20.0,", "-5.0]", "3/17", "120", "0.001"]
+    assert lines[3].split()[:2] == ["model-b", "unclear"] and lines[3].split()[-1] == "0.600"
+    assert lines[4].split()[1:4] == ["unclear:", "4", "flips"] and lines[4].split()[0].startswith("model-c-with-a")
+    text = " ".join(" ".join(lines).split())
+    assert "model-a entries differ (heterogeneity p = 0.004)" in text
+    assert "retrieve fewer skills per call for model-a on gsm8k" in text
+    # each action with its count, and as many names as fit in two lines (the report has them all)
+    assert "prune 3: skill-number-00-with-a-long-name, skill-number-01-with-a-long-name" in text
+    assert lines[-1].endswith(" …")
+    short = terminal_lines(_three_model_headline(name="s{i}"))
+    assert "prune 3: s0, s1, s2; rewrite 2: s3, s4; merge 6: s5, s6, s7, s8, s9, s10" in " ".join(" ".join(short).split())
+    # with room, the measured re-run and the warnings are printed too
+    roomy = terminal_lines(h, max_lines=14)
+    assert any(ln.startswith("  Measured by re-runs without skill-number-00-with-a-long-name") for ln in roomy)
+    assert any(ln.startswith("  ⚠ model-a: tasks that searched differ") for ln in roomy)
+    assert max(len(ln) for ln in roomy) <= 100
+
+
+def test_terminal_headline_summarises_models_beyond_four():
+    """Six models: one line of counts (the CLI prints the full table after the headline)."""
+    from skillaudit.report.build import headline
+    from skillaudit.report.headline import terminal_lines
+
+    groups = [{"model": f"m{i}", "benchmark": "*", "reportable": True, "rae": -0.1, "rae_ci": [-0.2, -0.05],
+               "p_cond": 0.001, "cond_b": 1, "cond_c": 12, "n_cond": 90, "n_cond_tasks": 90, "n_pairs": 90}
+              for i in range(6)]
+    groups[5] = {**groups[5], "rae": 0.01, "rae_ci": [-0.05, 0.06], "p_cond": 0.8}
+    lines = terminal_lines(headline({"groups": groups}, None))
+    assert len(lines) <= 8 and lines[1] == "  6 models: 5 hurt, 1 unclear (one row per model below)", lines

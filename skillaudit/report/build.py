@@ -236,6 +236,7 @@ def offered_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str
     return {
         "model": g["model"], "benchmark": g["benchmark"], "verdict": verdict,
         "text": f"{USE_NOT_LOGGED}; {text}", "use_logged": False,
+        "b": g.get("b", 0), "c": g.get("c", 0), "n_tasks": n_t,
         "oae": oae, "oae_ci": ci, "oae_p": p, "oae_p_test": test,
         "rae": None, "rae_ci": None, "agg_lift": None, "mcnemar_p_cond": None, "p_cond": None,
         "n_cond": 0, "n_cond_tasks": 0, "sign_disagreement": False, "sign_text": None,
@@ -285,6 +286,7 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
                 "gives the opposite answer to running the same tasks with and without skills")
     return {
         "model": g["model"], "benchmark": g["benchmark"], "verdict": verdict, "text": text,
+        "b": g.get("cond_b", 0), "c": g.get("cond_c", 0), "n_tasks": n_t,
         "rae": rae, "rae_ci": ci, "agg_lift": g.get("agg_lift"), "mcnemar_p_cond": g.get("mcnemar_p_cond"),
         "p_cond": p, "n_cond": n, "n_cond_tasks": n_t,
         "sign_disagreement": bool(g.get("sign_disagreement")), "sign_text": sign,
@@ -317,6 +319,31 @@ def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
     if verdict != "library-wide" and wide:
         text += f"; on {', '.join(wide)} alone the harm is library-wide"
     return verdict, text
+
+
+def _library_short(effects: Sequence[dict[str, Any]], model: str) -> str | None:
+    """A few words for the library-level verdict of one model (the headline's terminal form)."""
+    mine = [e for e in effects if e["model"] in (model, "*")]
+    pooled = next((e for e in mine if e["benchmark"] == "*"), mine[0] if len(mine) == 1 else None)
+    if pooled is None:
+        return None
+    het = pooled.get("heterogeneity_p")
+    het_txt = f" (heterogeneity {p_text(het)})" if het is not None else ""
+    if not pooled.get("reportable", True):
+        words = "too few retrieving tasks for a library verdict"
+    elif pooled.get("text", "").startswith("Too few flips"):
+        words = "too few flips for a library verdict"
+    elif pooled["verdict"] == "library-wide":
+        words = f"{'harm' if pooled.get('direction') == 'harm' else 'effect'} is library-wide{het_txt}"
+    elif pooled["verdict"] == "skill-specific":
+        words = f"entries differ{het_txt}"
+    else:
+        words = "no library-level verdict"
+    wide = [e["benchmark"] for e in effects if e["model"] == model and e["benchmark"] != "*"
+            and e["verdict"] == "library-wide"]
+    if pooled["verdict"] != "library-wide" and wide:
+        words += f"; library-wide on {', '.join(wide)}"
+    return words
 
 
 _INJECTION = "injection hurts, not these skills"
@@ -400,7 +427,11 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
                  "too-few": "too few retrievals to tell"}
         parts = [f"{words[k]} for {v} of them" for k, v in counts.items() if v]
         text = f"Across {n} models: " + "; ".join(parts) + "."
+    for v in per_model:
+        v["library_short"] = _library_short(library, v["model"]) if v["library_text"] else None
     action = None
+    act_on: dict[str, list[str]] = {"library": [], "prune": [], "rewrite": [], "merge": []}
+    measured = []
     if recommendations:
         recs = recommendations.get("recommendations", [])
         skill_recs = [r for r in recs if r.get("scope", "skill") == "skill"]
@@ -413,6 +444,9 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
                 where = "" if r.get("benchmark") in (None, "*") else f" on {r['benchmark']}"
                 verb = "gate retrieval" if r["action"] == "gate-retrieval" else "retrieve fewer skills per call"
                 parts.append(f"{verb} for {r.get('model')}{where} ({r['action']})")
+                act_on["library"].append(f"{verb} for {r.get('model')}{where}")
+        for verb in ("prune", "rewrite", "merge"):
+            act_on[verb] = by[verb]
         for verb in ("prune", "rewrite", "merge"):  # the skills to act on, by name
             if by[verb]:
                 parts.append(f"{verb} {len(by[verb])} ({', '.join(by[verb][:4])}"
@@ -432,12 +466,16 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
             if r["skill_id"] is None and r["measured"] is not None:
                 ci = r.get("measured_ci")
                 ci_txt = f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if ci else ""
+                measured.append({"model": r["model"], "excluded": list(r["excluded"]), "n_rerun": r["n_rerun"],
+                                 "rae_before": r["rae_before"], "measured": r["measured"], "measured_ci": ci,
+                                 "projected": r["projected"]})
                 action = (action + " " if action else "") + (
                     f"Measured by re-running {r['n_rerun']} pairs without {', '.join(r['excluded'])} on "
                     f"{r['model']}: RAE {_pp(r['rae_before'])} → {_pp(r['measured'])}{ci_txt} "
                     f"(projected {_pp(r['projected'])}).")
     return {
         "verdict": overall, "title": title, "text": text, "action": action,
+        "act_on": act_on, "measured": measured,
         "per_model": per_model,
         "library": [{"model": v["model"], "verdict": v["library_verdict"], "text": v["library_text"]}
                     for v in per_model if v["library_text"]],
