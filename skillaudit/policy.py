@@ -700,11 +700,12 @@ RULES: tuple[Rule, ...] = (
          lambda c: bool(c.hurt and c.helped), _sign_differs, ("sign_differs", "per_model"), scope="models"),
 )
 RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+_BY_SCOPE: dict[str, tuple[Rule, ...]] = {s: tuple(r for r in RULES if r.scope == s) for s in ("library", "skill", "models")}
 
 
 def rules_for(scope: str) -> tuple[Rule, ...]:
     """The rules of one scope ("library", "skill", "models"), in evaluation order."""
-    return tuple(r for r in RULES if r.scope == scope)
+    return _BY_SCOPE[scope]
 
 
 def first_rule(scope: str, ctx: Any) -> Rule | None:
