@@ -86,3 +86,14 @@ def test_docs_state_the_thresholds_the_code_uses():
     assert f"thresholds {nd['minilm']:.2f} minilm, {nd['tfidf']:.2f} tfidf" in attribution
     for text in (method, clusters, attribution):
         assert "0.50 (tfidf)" not in text and "0.80 (tfidf)" not in text
+
+
+def test_attribution_md_rules_table_is_generated_from_the_code():
+    """docs/attribution.md holds, between its rules markers, exactly the table policy.rules_markdown() renders
+    (regenerate: python -m skillaudit.policy --update docs/attribution.md)."""
+    from skillaudit.policy import MARK_END, MARK_START, RULES, rules_markdown
+
+    text = (DOCS / "attribution.md").read_text(encoding="utf-8")
+    block = text.split(MARK_START, 1)[1].split(MARK_END, 1)[0]
+    assert block == "\n" + rules_markdown(), "stale: python -m skillaudit.policy --update docs/attribution.md"
+    assert all(f"| {r.id} | `{r.name}` | `{r.action}` |" in block for r in RULES)

@@ -116,7 +116,7 @@ def test_unused_needs_data_and_evidence():
     doc = out.to_dict()
     assert doc["schema"] == SCHEMA == "skillaudit.prune/v1"
     assert {"rae_before", "rae_after", "oae_before", "oae_after"} <= set(doc["projected"])
-    assert set(doc["recommendations"][0]) == {"scope", "skill_id", "action", "models", "reason", "evidence"}
+    assert set(doc["recommendations"][0]) == {"scope", "skill_id", "action", "rule", "models", "reason", "evidence"}
 
 
 def test_near_duplicates_merge_and_rewrite():

@@ -1,0 +1,774 @@
+"""The recommendation policy as a table of named rules (`RULES`), like a linter's rule table.
+
+Each `Rule` has an id, a name, the action it recommends, its condition in words, a short summary,
+a predicate, the reason it writes and the evidence fields it cites. Rules are evaluated in order
+within their scope and the first that holds decides:
+
+- scope "library" (L0xx): one per model and benchmark, on its `LibraryEffect`;
+- scope "skill" (S0xx unused, S1xx harmful, S2xx mixed, S3xx helpful, S4xx near-duplicate, S5xx
+  inconclusive): per skill and model, on a `SkillContext` (the skill's attribution row plus its
+  `Population`: the model's library verdict, the mixed test, the power calculation, near-duplicates);
+- scope "models" (M0xx): across models, on a `ModelsContext`, after the per-model rules; it
+  replaces their decisions for the models it names.
+
+Every reason opens with the summary of the rule that decided it, then the evidence. The thresholds
+are `Rules` (unchanged); docs/attribution.md holds the table `rules_markdown()` renders
+(`python -m skillaudit.policy --update docs/attribution.md` regenerates it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# norm.ppf is special.ndtri; importing scipy.stats would cost ~1 s
+from scipy import special as _sp
+
+from .attribution import AttributionResult, SkillAttribution, indicator
+from .library_effect import HETEROGENEITY_ALPHA, LibraryEffect
+from .runs import PairedRuns
+from .stats import bh_qvalues, design_effect
+
+ACTIONS = ("prune", "rewrite", "merge", "keep", "needs-data", "unused")
+LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Thresholds of the recommendation rules."""
+
+    q_max: float = 0.10  # BH q-value for "reliably" harmful / helpful / mixed
+    rescue_max: float = 0.25  # prune only when rescues are at most this share of discordant pairs
+    mixed_min: int = 3  # "real numbers": at least this many rescues and harms
+    mixed_ratio: float = 0.30  # smaller side / discordant pairs for "mixed"
+    delta_min: float = 0.10  # smallest effect on the flip rate worth detecting (10 pp)
+    power: float = 0.80  # power calculation: probability of deciding when the effect is real
+    coef_q_required: bool = True  # "reliably helpful" on the regression also needs its BH q <= q_max
+    min_discordant: int = 5  # a bootstrap verdict needs at least this many flips (b + c)
+    min_tasks: int = 5  # a per-skill "vs library" verdict needs at least this many retrieving tasks
+    heterogeneity_alpha: float = HETEROGENEITY_ALPHA  # skills "differ" below this p
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the policy: when `applies(ctx)` holds (and no earlier rule of its scope did),
+    the recommendation is `action`, its reason `reason(ctx)`, and `extra(ctx)` the evidence
+    fields it adds to the recommendation's evidence."""
+
+    id: str  # L001 library, S101 skill, M001 across models
+    name: str  # kebab words
+    action: str
+    condition: str  # one sentence, for the docs
+    summary: str  # a few words (<= 40 characters), for one-line output; every reason opens with it
+    applies: Callable[[Any], bool] = field(repr=False, compare=False)
+    explain: Callable[[Any], str] = field(repr=False, compare=False)  # the evidence, in words
+    evidence: tuple[str, ...] = ()  # evidence fields it cites (keys of Recommendation.evidence)
+    extra: Callable[[Any], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    scope: str = "skill"  # "library" | "skill" | "models"
+
+    def reason(self, ctx: Any) -> str:
+        """The rule's summary first, then the evidence."""
+        return f"{self.summary}: {self.explain(ctx)}"
+
+
+# ---------------------------------------------------------------- statistics the rules use
+def mcnemar_sample_size(delta: float, psi: float, alpha: float = 0.05, power: float = 0.80) -> int:
+    """Pairs needed for a two-sided McNemar test to detect a flip-rate effect `delta` (Connor 1987).
+
+    `psi` is the discordant-pair rate (b + c) / n; it is raised to |delta| when smaller.
+    """
+    delta = abs(delta)
+    if delta <= 0:
+        raise ValueError("delta must be non-zero")
+    psi = min(1.0, max(psi, delta))
+    za = float(_sp.ndtri(1 - alpha / 2))
+    zb = float(_sp.ndtri(power))
+    n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+    return math.ceil(n)
+
+
+def tasks_needed(pairs: int, deff: float, pairs_per_task: float) -> int:
+    """Tasks that carry the information of `pairs` independent pairs: pairs * deff / pairs per task.
+
+    Epochs of one task repeat each other (design effect deff >= 1), so a task with m epochs is
+    worth m / deff independent pairs.
+    """
+    return math.ceil(pairs * max(deff, 1.0) / max(pairs_per_task, 1.0))
+
+
+def binom_upper_tail(k: float, n: float, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), exact (regularised incomplete beta I_p(k, n - k + 1));
+    counts may be fractional (divided by a design effect). scipy.stats.binom.sf(k - 1, n, p)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return float(_sp.betainc(k, n - k + 1.0, p))
+
+
+# ---------------------------------------------------------------- words
+def _effect(a: SkillAttribution) -> float:
+    """Best available per-skill effect estimate: the coefficient, else the joint alias one, else rae_k."""
+    for v in (a.coef, a.alias_coef, a.rae_k):
+        if v is not None:
+            return float(v)
+    return 0.0
+
+
+def _fmt_pp(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:+.1f} pp"
+
+
+def _fmt_q(q: float | None) -> str:
+    return "–" if q is None else ("<0.001" if q < 0.001 else f"{q:.3f}")
+
+
+def _fmt_ci(ci: Sequence[float] | None) -> str:
+    return "" if not ci else f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
+
+
+def _tasks(a: SkillAttribution) -> str:
+    """"N tasks (M pairs)": the task is the unit, pairs count its epochs."""
+    n_t = a.n_tasks or a.n_retrieved
+    return f"{n_t} task{'s' if n_t != 1 else ''} ({a.n_retrieved} pair{'s' if a.n_retrieved != 1 else ''})"
+
+
+def _n_tasks(n: int, what: str = "") -> str:
+    return f"{n} {what}task{'s' if n != 1 else ''}"
+
+
+def _explained_by_where(a: SkillAttribution, rules: Rules) -> str:
+    """A sentence when a skill's raw net count is what the library's harm and rescue rates on the
+    same kind of task predict (stratified on the disabled outcome), else ''."""
+    if a.expected_net is None or a.relative_p is None or a.net == 0 or a.n_retrieved == 0:
+        return ""
+    if a.relative_p <= 0.05 or a.expected_net * a.net <= 0 or abs(a.expected_net) < abs(a.net) / 3:
+        return ""
+    kind = ("tasks the model already solves without skills" if a.net < 0
+            else "tasks the model fails without skills")
+    what = "harm" if a.net < 0 else "help"
+    return (f"retrieved on {kind}: its net {what} (net {a.net:+d}) matches the library's harm and "
+            f"rescue rates there (expected net {a.expected_net:+.1f}; vs library "
+            f"{_fmt_pp(a.relative_effect)}{_fmt_ci(a.relative_ci)}, p {a.relative_p:.3f}), so it "
+            "is not judged worse than the other entries")
+
+
+# ---------------------------------------------------------------- contexts
+@dataclass(eq=False)
+class Population:
+    """What the skill rules of one population (one model, or all models pooled) look at besides a
+    skill's own row: the library verdict, the excess-discordance (mixed) test, the power
+    calculation's inputs, near-duplicate partners and harmful clusters. `from_runs` computes it;
+    a test may state the facts directly."""
+
+    rows: dict[str, SkillAttribution]
+    attribution: Any = None  # AttributionResult: difference() for merges, partners() for culprits
+    rules: Rules = field(default_factory=Rules)
+    model: str = "*"
+    regression: bool = True  # the regression (coefficients) was fitted
+    has_intervals: bool = True  # ... with its task-bootstrap intervals
+    differ: bool = False  # the skills differ on this model (heterogeneity p <= alpha, reportable)
+    lib: LibraryEffect | None = None
+    partner: dict[str, tuple[str, float]] = field(default_factory=dict)  # near-duplicate, similarity
+    cluster_of: dict[str, list[str]] = field(default_factory=dict)  # harmful clusters
+    mixed_counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # clean (n, b, c)
+    q_mixed: dict[str, float] = field(default_factory=dict)  # BH q of the excess discordance
+    psi_all: float = 0.0  # discordant rate of all retrieving pairs
+    alpha_power: float = 0.10  # the power calculation's alpha
+    deff: float = 1.0  # design effect of the epochs
+    pairs_per_task: float = 1.0
+    _harmful: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def wide(self) -> bool:
+        """The model's library verdict is library-wide."""
+        return self.lib is not None and self.lib.verdict == "library-wide"
+
+    @classmethod
+    def from_runs(cls, runs: PairedRuns, attribution: AttributionResult, rules: Rules,
+                  partner: dict[str, tuple[str, float]], cluster_of: dict[str, list[str]]) -> Population:
+        """The population of `attribution` (computed from `runs`)."""
+        rows = {a.skill_id: a for a in attribution.skills}
+        regression = bool(attribution.settings.get("regression"))
+        lib = attribution.library
+        tot = attribution.totals
+        units, in_call, f = runs.unit_ids(), runs.retrieved, runs.flip
+        pop = cls(
+            rows=rows, attribution=attribution, rules=rules, model=attribution.model or "*",
+            regression=regression, lib=lib, partner=partner, cluster_of=cluster_of,
+            has_intervals=bool(regression and lib is not None and attribution.settings.get("regression_interval")),
+            differ=bool(lib is not None and lib.heterogeneity_p is not None
+                        and lib.heterogeneity_p <= rules.heterogeneity_alpha and lib.reportable),
+            psi_all=(tot["cond_b"] + tot["cond_c"]) / max(tot["n_cond"], 1),
+            # Bonferroni-like: a conservative "would decide it"
+            alpha_power=rules.q_max / max(1, sum(1 for a in rows.values() if a.n_retrieved > 0)),
+            deff=design_effect(units[in_call], f[in_call].astype(np.float64)) if in_call.any() else 1.0,
+            pairs_per_task=((int(in_call.sum()) / max(int(np.unique(units[in_call]).size), 1))
+                            if in_call.any() else 1.0),
+        )
+        pop.mixed_counts, pop.q_mixed = pop._excess_discordance(runs, units)
+        return pop
+
+    def measured(self, a: SkillAttribution) -> bool:
+        """Re-runs with the skill withheld (mask arms) exist: they decide, not co-retrieval."""
+        return a.causal_effect is not None and a.causal_ci is not None and \
+            a.causal_n_withheld >= self.rules.min_discordant
+
+    def harmful(self, a: SkillAttribution) -> bool:
+        if a.skill_id not in self._harmful:
+            self._harmful[a.skill_id] = self._is_harmful(a)
+        return self._harmful[a.skill_id]
+
+    def _is_harmful(self, a: SkillAttribution) -> bool:
+        r = self.rules
+        if self.measured(a):  # withholding it helps, and more than withholding a typical entry
+            return bool(a.causal_ci[1] < 0 and a.causal_q is not None and a.causal_q <= r.q_max  # type: ignore[index]
+                        and a.causal_relative_ci is not None and a.causal_relative_ci[1] < 0)
+        # worse than the other entries on the same kind of task (stratified on the disabled
+        # outcome and the retrieved-set size: exact test, BY q over the testable skills), with
+        # enough retrieving tasks and flips to judge, and its own effect (the regression, which
+        # accounts for co-retrieved skills) below zero
+        return bool(
+            self.has_intervals and self.differ and a.identifiable is True and a.relative_testable is True
+            and a.n_tasks >= r.min_tasks and a.relative_q is not None
+            and a.relative_q <= r.q_max and a.relative_ci is not None and a.relative_ci[1] < 0
+            and a.coef_ci is not None and a.coef_ci[1] < 0 and a.b + a.c >= r.min_discordant)
+
+    def helpful(self, a: SkillAttribution) -> bool:
+        r, regression = self.rules, self.regression
+        exp = a.net > 0 and a.q_value is not None and a.q_value <= r.q_max
+        if regression and a.identifiable and a.coef_ci is not None and a.coef_ci[1] < 0:
+            return False
+        return exp or bool(regression and a.identifiable and a.coef_ci is not None
+                           and a.coef_ci[0] > 0 and (not r.coef_q_required or (a.coef_q or 1.0) <= r.q_max)
+                           and a.net > 0 and a.b + a.c >= r.min_discordant)
+
+    def mixed(self, sid: str) -> bool:
+        r = self.rules
+        _, b_j, c_j = self.mixed_counts.get(sid, (0, 0, 0))
+        return (b_j >= r.mixed_min and c_j >= r.mixed_min
+                and min(b_j, c_j) / (b_j + c_j) >= r.mixed_ratio
+                and self.q_mixed.get(sid, 1.0) <= r.q_max)
+
+    def _excess_discordance(self, runs: PairedRuns, units: np.ndarray
+                            ) -> tuple[dict[str, tuple[int, int, int]], dict[str, float]]:
+        """Per skill (n, b, c) on "clean" pairs and the BH q of its excess discordance.
+
+        Counted where no skill already judged harmful or helpful was retrieved alongside (else an
+        innocent neighbour inherits its flips), against the other clean retrieving pairs; tasks
+        (all epochs) are the independent units: the counts are divided by the over-dispersion of
+        discordant counts per task relative to a binomial (Rao-Scott), then an exact one-sided
+        binomial tail (the normal z-test it replaces fired under a pure null in 18% of seeds: 11
+        flips of 20 at base 1/6 is p 1e-4 exactly, 2e-6 by z), BH across skills.
+        """
+        rows = self.rows
+        flagged = np.array([1.0 if (s in rows and (self.harmful(rows[s]) or self.helpful(rows[s]))) else 0.0
+                            for s in self.attribution.skill_ids])
+        X = indicator(runs)
+        if X.shape[1] < len(flagged):  # library-only skills were appended as empty columns
+            flagged = flagged[: X.shape[1]]
+        clean = runs.retrieved & (np.asarray(X @ flagged).ravel() == 0)
+        f = runs.flip
+        cols = np.column_stack([clean, clean & (f > 0), clean & (f < 0)]).astype(np.float64)
+        mc = np.rint(np.asarray(X.T @ cols)).astype(np.int64)  # skills(in runs) x [n, b, c]
+        clean_n, clean_d = int(clean.sum()), int(((f != 0) & clean).sum())
+        n_u = np.bincount(units, weights=clean.astype(float))
+        d_u = np.bincount(units, weights=((f != 0) & clean).astype(float))
+        base_all = clean_d / clean_n if clean_n else 0.0
+        var_bin = float((n_u * base_all * (1 - base_all)).sum())
+        phi = max(1.0, float(((d_u - n_u * base_all) ** 2).sum()) / var_bin) if var_bin > 0 else 1.0
+        counts: dict[str, tuple[int, int, int]] = {}
+        p_mixed = []
+        for j, sid in enumerate(runs.skills[: mc.shape[0]]):
+            n_j, b_j, c_j = (int(v) for v in mc[j])
+            if sid not in rows or n_j == 0:
+                continue
+            base = (clean_d - b_j - c_j + 1) / (clean_n - n_j + 2)
+            counts[sid] = (n_j, b_j, c_j)
+            p_mixed.append((sid, binom_upper_tail((b_j + c_j) / phi, n_j / phi, base)))
+        q = dict(zip([s for s, _ in p_mixed],
+                     (float(v) for v in bh_qvalues(np.array([p for _, p in p_mixed], dtype=float))), strict=True))
+        return counts, q
+
+
+class SkillContext:
+    """One skill on one population: what the skill rules' predicates and reasons read."""
+
+    def __init__(self, a: SkillAttribution, pop: Population) -> None:
+        self.a, self.pop, self.rules, self.sid = a, pop, pop.rules, a.skill_id
+
+    # ---- facts
+    @cached_property
+    def measured(self) -> bool:
+        return self.pop.measured(self.a)
+
+    @cached_property
+    def harmful(self) -> bool:
+        return self.pop.harmful(self.a)
+
+    @cached_property
+    def helpful(self) -> bool:
+        return self.pop.helpful(self.a)
+
+    @cached_property
+    def mixed(self) -> bool:
+        return self.pop.mixed(self.sid)
+
+    @cached_property
+    def dup(self) -> tuple[str, float] | None:
+        """(near-duplicate partner, similarity), the most similar one."""
+        return self.pop.partner.get(self.sid)
+
+    @cached_property
+    def dup_row(self) -> SkillAttribution | None:
+        return self.pop.rows.get(self.dup[0]) if self.dup is not None else None
+
+    @cached_property
+    def exp_harm(self) -> bool:
+        """Exposure counts reliably harmful (net < 0 with q <= q_max)."""
+        a = self.a
+        return a.net < 0 and a.q_value is not None and a.q_value <= self.rules.q_max
+
+    @cached_property
+    def exp_help(self) -> bool:
+        a = self.a
+        return a.net > 0 and a.q_value is not None and a.q_value <= self.rules.q_max
+
+    @cached_property
+    def coef_below(self) -> bool:
+        return self.a.coef_ci is not None and self.a.coef_ci[1] < 0
+
+    @cached_property
+    def where(self) -> str:
+        return _explained_by_where(self.a, self.rules)
+
+    @cached_property
+    def aliased_harm(self) -> bool:
+        """Exposure counts look harmful but it was never retrieved apart from its aliases."""
+        a = self.a
+        return (not (self.pop.wide and (self.exp_harm or self.coef_below)) and self.exp_harm
+                and self.pop.regression and a.identifiable is False and bool(a.aliases))
+
+    @cached_property
+    def power(self) -> tuple[int, int]:
+        """(retrieving tasks a McNemar power calculation needs, how many more than it has).
+
+        From the stated smallest effect worth detecting, never from the observed one (post-hoc
+        power only restates the p-value)."""
+        a, r, pop = self.a, self.rules, self.pop
+        psi = (a.b + a.c) / a.n_retrieved if a.b + a.c else pop.psi_all
+        need_pairs = mcnemar_sample_size(r.delta_min, max(psi, pop.psi_all / 2), pop.alpha_power, r.power)
+        need = tasks_needed(need_pairs, pop.deff, pop.pairs_per_task)
+        more = max(0, need - (a.n_tasks or a.n_retrieved))
+        return need, (max(more, 10) if self.aliased_harm else more)
+
+    @property
+    def more(self) -> int:
+        return self.power[1]
+
+    # ---- words
+    @cached_property
+    def counts(self) -> str:
+        a = self.a
+        return f"net {a.net:+d} (b {a.b}, c {a.c}) over {_tasks(a)}, q {_fmt_q(a.q_value)}"
+
+    @cached_property
+    def coef_txt(self) -> str:
+        a = self.a
+        return f"its effect {_fmt_pp(a.coef)}{_fmt_ci(a.coef_ci)}" if a.coef is not None else ""
+
+    @cached_property
+    def rel_txt(self) -> str:
+        a = self.a
+        return (f"{_fmt_pp(a.relative_effect)}{_fmt_ci(a.relative_ci)} vs the other entries "
+                f"(q {_fmt_q(a.relative_q)})") if a.relative_effect is not None else ""
+
+    @cached_property
+    def causal_txt(self) -> str:
+        a = self.a
+        return (f"from {a.causal_n_withheld} re-runs with the skill withheld, keeping it changes "
+                f"the pass rate by {_fmt_pp(a.causal_effect)}{_fmt_ci(a.causal_ci)} (q "
+                f"{_fmt_q(a.causal_q)}; {_fmt_pp(a.causal_relative)}{_fmt_ci(a.causal_relative_ci)} "
+                f"vs the other entries)")
+
+    @cached_property
+    def blame(self) -> str:
+        """Why harmful-looking exposure counts (or a library-wide harm) do not make it harmful; ''
+        when nothing looks harmful."""
+        a, pop = self.a, self.pop
+        if pop.wide and (self.exp_harm or self.coef_below):
+            lib = pop.lib
+            return (f"harm is library-wide on {pop.model} (see its {lib.recommendation or 'library'} "  # type: ignore[union-attr]
+                    f"recommendation): this entry is not reliably worse than the others "
+                    f"({self.rel_txt or 'no relative estimate'}; {self.coef_txt or self.counts})")
+        if self.exp_harm and pop.regression:
+            if self.aliased_harm:
+                return (f"associated with harm together with {', '.join(a.aliases)} "
+                        f"(joint {_fmt_pp(a.alias_coef)}), but never retrieved apart")
+            if self.coef_below:  # the vs-library test decided
+                text = (f"exposure counts look harmful ({self.counts}) and its regression effect is "
+                        f"below zero ({self.coef_txt}), but it is not reliably worse than the other "
+                        f"entries on the same kind of task ({self.rel_txt or 'no relative estimate'})")
+            else:
+                text = (f"exposure counts look harmful ({self.counts}) but the regression does not "
+                        f"confirm it once co-retrieved skills are accounted for"
+                        + (f" ({self.coef_txt})" if self.coef_txt else ""))
+            culprits = [p for p, _ in pop.attribution.partners(self.sid)
+                        if p in pop.rows and pop.harmful(pop.rows[p])]
+            return text + (f"; the harm goes to co-retrieved {culprits[0]}" if culprits else "")
+        if self.exp_harm and self.where:
+            return self.where
+        if self.exp_harm and not pop.has_intervals:
+            return (f"exposure counts look harmful ({self.counts}), but skill-level verdicts need the "
+                    "regression's resamples (--bootstrap > 0)")
+        return ""
+
+    def harm_txt(self) -> str:
+        """'causes more harm ...' from re-runs, else 'associated with more harm ...'."""
+        if self.measured:
+            return f"causes more harm than the average entry: {self.causal_txt}"
+        return f"associated with more harm than the average entry ({self.rel_txt}; {self.coef_txt}; {self.counts})"
+
+    def with_where(self, text: str) -> str:
+        """An inconclusive reason, plus why its net help is what the library predicts there."""
+        if self.exp_help and self.where and self.where not in text:
+            text += "; " + self.where
+        return text
+
+    def base_evidence(self) -> dict[str, Any]:
+        """The evidence every skill recommendation carries (the rule adds its own fields)."""
+        a, pop = self.a, self.pop
+        ev: dict[str, Any] = {
+            "model": pop.model,
+            "n_retrieved": a.n_retrieved, "n_tasks": a.n_tasks, "b": a.b, "c": a.c, "net": a.net,
+            "rae_k": a.rae_k, "q_value": a.q_value, "share": a.share,
+            "exclusive_n": a.exclusive_n, "coef": a.coef,
+            "coef_ci": list(a.coef_ci) if a.coef_ci else None,
+            "relative_effect": a.relative_effect,
+            "relative_ci": list(a.relative_ci) if a.relative_ci else None,
+            "relative_q": a.relative_q,
+            "identifiable": a.identifiable,
+            "basis": "co-retrieval (observational): an association, not a measured cause",
+        }
+        if a.aliases:
+            ev["aliases"] = list(a.aliases)
+            ev["alias_coef"] = a.alias_coef
+        if a.in_library is False:
+            ev["in_library"] = False
+        if self.dup:
+            ev["near_duplicate"] = {"skill_id": self.dup[0], "similarity": self.dup[1]}
+        if self.sid in pop.cluster_of:
+            ev["harmful_cluster"] = pop.cluster_of[self.sid]
+        if self.measured:
+            ev["causal_effect"] = a.causal_effect
+            ev["causal_ci"] = list(a.causal_ci)  # type: ignore[arg-type]
+            ev["causal_q"] = a.causal_q
+            ev["causal_relative_ci"] = list(a.causal_relative_ci) if a.causal_relative_ci else None
+            ev["basis"] = f"from {a.causal_n_withheld} re-runs with the skill withheld (mask arms): measured"
+        return ev
+
+
+@dataclass(frozen=True)
+class ModelsContext:
+    """One skill across models: the models where its regression effect is reliably below 0
+    (`hurt`) and above 0 (`helped`), and each model's attribution rows."""
+
+    skill_id: str
+    hurt: tuple[str, ...]
+    helped: tuple[str, ...]
+    rows: dict[str, dict[str, SkillAttribution]]
+
+
+# ---------------------------------------------------------------- the rules' reasons
+def _unused(c: SkillContext) -> str:
+    return "no task in these runs retrieved it" + (f"; near-duplicate of {c.dup[0]}" if c.dup else "")
+
+
+def _rewrite_after_duplicate(c: SkillContext) -> str:
+    d = c.dup[0]  # type: ignore[index]
+    if c.measured:
+        return f"{c.harm_txt()}; {c.counts}; its near-duplicate {d} helps: rewrite it after {d} or fold it in"
+    return (f"associated with more harm than the average entry ({c.rel_txt}; {c.coef_txt}; "
+            f"{c.counts}) while its near-duplicate {d} helps: rewrite it after {d} or fold it in")
+
+
+def _rewrite_rescuing(c: SkillContext) -> str:
+    if c.measured:
+        return f"{c.harm_txt()}; but also {c.a.b} rescues ({c.counts}): rewrite the harmful part"
+    return (f"associated with more harm than the average entry but also with {c.a.b} "
+            f"rescues ({c.rel_txt}; {c.coef_txt}; {c.counts}): rewrite the harmful part")
+
+
+def _prune_measured(c: SkillContext) -> str:
+    return f"{c.harm_txt()}; {c.counts}"
+
+
+def _prune_associated(c: SkillContext) -> str:
+    return (f"associated with more harm than the average entry and rarely with a rescue: "
+            f"{c.rel_txt}; {c.coef_txt}; {c.counts}")
+
+
+def _mixed(c: SkillContext) -> str:
+    _, b_j, c_j = c.pop.mixed_counts[c.sid]
+    return (f"{b_j} rescues and {c_j} harms where it was retrieved, far more flips than other "
+            f"retrieving pairs (q {_fmt_q(c.pop.q_mixed[c.sid])}): rewrite so it stops misleading")
+
+
+def _helpful(c: SkillContext) -> str:
+    return f"associated with reliable help: {c.counts}" + (f"; {c.coef_txt}" if c.coef_txt else "")
+
+
+def _merge_difference(c: SkillContext) -> tuple[float, tuple[float, float]] | None:
+    return c.pop.attribution.difference(c.dup[0], c.sid)  # type: ignore[index]
+
+
+def _merge(c: SkillContext) -> str:
+    d, sim = c.dup  # type: ignore[misc]
+    diff = _merge_difference(c)
+    if diff is not None and diff[1][0] > 0:
+        return (f"{d}, which does better (similarity {sim:.2f}; {_fmt_pp(diff[0])}{_fmt_ci(diff[1])} "
+                f"difference, {_fmt_pp(_effect(c.dup_row))} vs {_fmt_pp(_effect(c.a))}): merge into it")  # type: ignore[arg-type]
+    if diff is not None and diff[1][1] < 0:
+        return (f"{d}, which does worse (similarity {sim:.2f}; {_fmt_pp(diff[0])}{_fmt_ci(diff[1])} "
+                f"difference): merge {d} into this one")
+    why = (f"difference {_fmt_pp(diff[0])}{_fmt_ci(diff[1])}" if diff is not None
+           else "their effects cannot be compared")
+    return f"{d} (similarity {sim:.2f}); no evidence which is better ({why}): merge them into one"
+
+
+def _merge_evidence(c: SkillContext) -> dict[str, Any]:
+    diff = _merge_difference(c)
+    if diff is None:
+        return {}
+    return {"merge_difference": {"skill_id": c.dup[0], "difference": diff[0], "ci": list(diff[1])}}  # type: ignore[index]
+
+
+def _power_evidence(c: SkillContext) -> dict[str, Any]:
+    """The power calculation's figures (every inconclusive rule cites them)."""
+    pop = c.pop
+    ev: dict[str, Any] = {"tasks_needed": c.power[0], "more_tasks_needed": c.more,
+                          "design_effect": round(pop.deff, 3), "pairs_per_task": round(pop.pairs_per_task, 3)}
+    if pop.pairs_per_task > 1:  # what "tasks" means when each task is run several times
+        ev["tasks_needed_note"] = (f"tasks with {pop.pairs_per_task:.1f} retrieving epochs each; "
+                                   f"design effect {pop.deff:.2f}")
+    if c.where:
+        ev["explained_by_where_retrieved"] = True
+    return ev
+
+
+def _not_separable(c: SkillContext) -> str:
+    return c.with_where(f"{c.blame}: about {_n_tasks(c.more)} retrieving them separately would decide it")
+
+
+def _library_wide(c: SkillContext) -> str:
+    return c.with_where(c.blame)
+
+
+def _too_few_tasks(c: SkillContext) -> str:
+    blame, r = c.blame, c.rules
+    if c.a.n_tasks < r.min_tasks:
+        blame = blame or (f"retrieved on {_n_tasks(c.a.n_tasks)}, fewer than the "
+                          f"{r.min_tasks} a per-skill verdict needs ({c.counts})")
+    more = _n_tasks(c.more, "more retrieving ")
+    if blame:
+        return c.with_where(f"{blame}; about {more} would decide it")
+    what = f"a {r.delta_min * 100:.0f} pp effect (the smallest worth detecting)"
+    return c.with_where(f"{c.counts}: about {more} would decide {what}")
+
+
+def _no_effect(c: SkillContext) -> str:
+    return c.with_where(c.blame or c.counts + (f"; {c.coef_txt}" if c.coef_txt else ""))
+
+
+def _sign_differs(c: ModelsContext) -> str:
+    h, g = c.rows[c.hurt[0]][c.skill_id], c.rows[c.helped[0]][c.skill_id]
+    hurt, helped = ", ".join(c.hurt), ", ".join(c.helped)
+    return (f"associated with harm on {hurt} ({_fmt_pp(h.coef)}{_fmt_ci(h.coef_ci)}) and with help on "
+            f"{helped} ({_fmt_pp(g.coef)}{_fmt_ci(g.coef_ci)}): gate it per model "
+            f"(retrieve it for {helped} only) or rewrite it for {hurt}")
+
+
+def _library_wide_harm(e: LibraryEffect) -> bool:
+    return e.verdict == "library-wide" and e.direction == "harm"
+
+
+# ---------------------------------------------------------------- the table
+_R = Rules()
+_HARMFUL = "S103's or S104's test"
+_COUNTS = ("b", "c", "net", "n_tasks", "q_value")
+
+RULES: tuple[Rule, ...] = (
+    Rule("L001", "library-wide-harm-grows-with-depth", "reduce-depth",
+         "The skills do not differ (heterogeneity p > 0.05) but the library's mean effect per injected "
+         "skill is reliably below 0 with at least 5 flips, and pairs that retrieved more skills fared "
+         "worse (the depth slope's interval is below 0).",
+         "library-wide harm, worse with depth",
+         lambda e: _library_wide_harm(e) and e.depth_slope_ci is not None and e.depth_slope_ci[1] < 0,
+         lambda e: e.text, ("verdict", "mean_effect_ci", "heterogeneity_p", "depth_slope_ci"), scope="library"),
+    Rule("L002", "library-wide-harm", "gate-retrieval",
+         "The skills do not differ (heterogeneity p > 0.05) but the library's mean effect per injected "
+         "skill is reliably below 0 with at least 5 flips.",
+         "library-wide harm",
+         _library_wide_harm, lambda e: e.text, ("verdict", "mean_effect_ci", "heterogeneity_p"), scope="library"),
+    Rule("S001", "never-retrieved", "unused",
+         "No task in the runs retrieved the skill.",
+         "never retrieved",
+         lambda c: c.a.n_retrieved == 0, _unused, ("n_retrieved",)),
+    Rule("S101", "harmful-near-helpful-duplicate", "rewrite",
+         f"Harmful ({_HARMFUL}) and its near-duplicate is reliably helpful (S301's test): rewrite it "
+         "after that skill or fold it in.",
+         "harmful; its near-duplicate helps",
+         lambda c: c.harmful and c.dup_row is not None and c.pop.helpful(c.dup_row),
+         _rewrite_after_duplicate, ("harmful", "near_duplicate", *_COUNTS),
+         extra=lambda c: {"harmful": True}),
+    Rule("S102", "harmful-but-rescuing", "rewrite",
+         f"Harmful ({_HARMFUL}) but rescuing in real numbers: b ≥ mixed_min ({_R.mixed_min}) and "
+         f"b/(b + c) > rescue_max ({_R.rescue_max:.2f}).",
+         "harmful but also rescues",
+         lambda c: c.harmful and c.a.b >= c.rules.mixed_min
+         and c.a.b / max(c.a.b + c.a.c, 1) > c.rules.rescue_max,
+         _rewrite_rescuing, ("harmful", *_COUNTS), extra=lambda c: {"harmful": True}),
+    Rule("S103", "harmful-by-withholding", "prune",
+         f"At least min_discordant ({_R.min_discordant}) re-runs with the skill withheld (mask arms) "
+         f"show that keeping it lowers the pass rate (interval below 0, BH q ≤ q_max ({_R.q_max:.2f})) "
+         "and more than keeping another entry does (relative interval below 0).",
+         "harmful, measured by re-runs",
+         lambda c: c.measured and c.harmful, _prune_measured,
+         ("harmful", "causal_effect", "causal_ci", "causal_q", "causal_relative_ci", *_COUNTS),
+         extra=lambda c: {"harmful": True}),
+    Rule("S104", "harmful-vs-library", "prune",
+         f"No re-runs decide it, the skills differ on this model (heterogeneity p ≤ "
+         f"{_R.heterogeneity_alpha:.2f}), the skill is reliably worse than the other entries on the same "
+         f"kind of task (relative interval below 0, q ≤ q_max, at least min_tasks ({_R.min_tasks}) "
+         f"retrieving tasks) and its regression effect is below 0, with at least min_discordant flips.",
+         "harmful vs the other entries",
+         lambda c: not c.measured and c.harmful, _prune_associated,
+         ("harmful", "relative_effect", "relative_ci", "relative_q", "coef", "coef_ci", *_COUNTS),
+         extra=lambda c: {"harmful": True}),
+    Rule("S201", "mixed", "rewrite",
+         f"b and c both ≥ mixed_min ({_R.mixed_min}), the smaller ≥ mixed_ratio ({_R.mixed_ratio:.2f}) of "
+         "the flips, and more flips than the other retrieving pairs where no harmful or helpful skill "
+         "was retrieved (one-sided binomial test over tasks, Rao-Scott, BH q ≤ q_max).",
+         "many rescues and many harms",
+         lambda c: c.mixed, _mixed, ("discordance_q", *_COUNTS),
+         extra=lambda c: {"discordance_q": float(c.pop.q_mixed[c.sid])}),
+    Rule("S301", "reliably-helpful", "keep",
+         "net > 0 with q ≤ q_max, or a regression interval above 0 (coef q ≤ q_max) with net > 0 and "
+         "at least min_discordant flips, and no regression interval below 0.",
+         "reliably helpful",
+         lambda c: c.helpful, _helpful, ("coef", "coef_ci", *_COUNTS)),
+    Rule("S401", "near-duplicate", "merge",
+         "A near-duplicate (a direct pair above the calibrated similarity) that was retrieved and is not "
+         "harmful; 'merge into X' only when the interval of the difference of their effects excludes 0.",
+         "near-duplicate of another entry",
+         lambda c: c.dup_row is not None and c.dup_row.n_retrieved > 0 and not c.pop.harmful(c.dup_row),
+         _merge, ("near_duplicate",), extra=_merge_evidence),
+    Rule("S501", "not-separable", "needs-data",
+         "Exposure counts look harmful (net < 0, q ≤ q_max), or the harm is library-wide and its effect "
+         "is below 0, but it was never retrieved apart from other skills (not identifiable).",
+         "harm not separable from its aliases",
+         lambda c: bool(c.blame) and c.a.identifiable is False, _not_separable,
+         ("identifiable", "aliases", "more_tasks_needed"), extra=_power_evidence),
+    Rule("S502", "harm-is-library-wide", "keep",
+         "The model's library verdict is library-wide (the skills do not differ; see L001/L002) and the "
+         "skill's exposure counts look harmful or its effect is below 0, but it is not judged harmful.",
+         "harm is library-wide, not this entry",
+         lambda c: bool(c.blame) and c.pop.wide, _library_wide,
+         ("relative_effect", "relative_ci", "coef_ci"), extra=_power_evidence),
+    Rule("S503", "too-few-tasks", "needs-data",
+         f"Fewer retrieving tasks than a McNemar power calculation needs to detect delta_min "
+         f"({_R.delta_min * 100:.0f} pp) with power {_R.power:.2f}, in tasks with the epochs' design effect.",
+         "too few retrieving tasks",
+         lambda c: c.more > 0, _too_few_tasks,
+         ("tasks_needed", "more_tasks_needed", "design_effect", "pairs_per_task"), extra=_power_evidence),
+    Rule("S504", "no-reliable-effect", "keep",
+         "None of the above: no reliable effect either way.",
+         "no reliable effect",
+         lambda c: True, _no_effect, _COUNTS, extra=_power_evidence),
+    Rule("M001", "sign-differs-across-models", "rewrite",
+         "With several models: the regression interval is below 0 on one model and above 0 on another "
+         "(both identifiable); one rewrite for those models replaces their per-model actions.",
+         "helps one model, hurts another",
+         lambda c: bool(c.hurt and c.helped), _sign_differs, ("sign_differs", "per_model"), scope="models"),
+)
+RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+_BY_SCOPE: dict[str, tuple[Rule, ...]] = {s: tuple(r for r in RULES if r.scope == s) for s in ("library", "skill", "models")}
+
+
+def rules_for(scope: str) -> tuple[Rule, ...]:
+    """The rules of one scope ("library", "skill", "models"), in evaluation order."""
+    return _BY_SCOPE[scope]
+
+
+def first_rule(scope: str, ctx: Any) -> Rule | None:
+    """The first rule of `scope` whose predicate holds for `ctx` (None when none does)."""
+    return next((r for r in rules_for(scope) if r.applies(ctx)), None)
+
+
+def decide_skill(ctx: SkillContext) -> tuple[Rule, str, dict[str, Any]]:
+    """(the deciding rule, the reason, the evidence) for one skill on one population."""
+    rule = first_rule("skill", ctx)
+    assert rule is not None  # S504 always holds
+    ev = ctx.base_evidence()
+    if rule.extra is not None:
+        ev.update(rule.extra(ctx))
+    reason = rule.reason(ctx)
+    if ctx.measured and rule.action not in ("prune", "rewrite", "unused"):  # the re-runs' evidence after
+        reason += f"; re-runs do not show it worse than the other entries ({ctx.causal_txt})"
+    others = [s for s in ctx.pop.cluster_of.get(ctx.sid, ()) if s != ctx.sid]
+    if others and rule.action in ("prune", "rewrite", "needs-data"):
+        reason += f"; in a harmful cluster with {', '.join(others[:3])}"
+    return rule, reason, ev
+
+
+# ---------------------------------------------------------------- the table in the docs
+MARK_START, MARK_END = "<!-- rules:start -->", "<!-- rules:end -->"
+
+
+def rules_markdown() -> str:
+    """The rules table (id, name, action, summary, condition) as Markdown, in evaluation order."""
+    lines = ["| id | name | action | in short | condition |", "|---|---|---|---|---|"]
+    for r in RULES:
+        lines.append(f"| {r.id} | `{r.name}` | `{r.action}` | {r.summary} | {r.condition.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def update_rules_block(text: str) -> str:
+    """`text` with the block between MARK_START and MARK_END replaced by `rules_markdown()`."""
+    head, start, rest = text.partition(MARK_START)
+    _, end, tail = rest.partition(MARK_END)
+    if not start or not end:
+        raise ValueError(f"no {MARK_START} ... {MARK_END} block")
+    return f"{head}{MARK_START}\n{rules_markdown()}{MARK_END}{tail}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m skillaudit.policy --rules-markdown` prints the table; `--update FILE` rewrites its block."""
+    ap = argparse.ArgumentParser(prog="python -m skillaudit.policy", description=main.__doc__)
+    ap.add_argument("--rules-markdown", action="store_true", help="print the rules table")
+    ap.add_argument("--update", metavar="FILE", help="rewrite the rules block of FILE (docs/attribution.md)")
+    args = ap.parse_args(argv)
+    if args.update:
+        from ._io import atomic_write_text
+
+        path = Path(args.update)
+        try:
+            atomic_write_text(path, update_rules_block(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            print(f"{path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            return 2
+    if args.rules_markdown or not args.update:
+        sys.stdout.write(rules_markdown())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
