@@ -797,6 +797,8 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
               help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.45 tfidf).")
 @click.option("--apply", "apply_dir", type=click.Path(file_okay=False), default=None,
               help="Write a pruned COPY of the library (plus PRUNED.md) into this new or empty folder.")
+@click.option("--explain", metavar="SKILL", default=None,
+              help="Print one skill's recommendation with its evidence per model instead of the summary.")
 @_bootstrap_option
 @seed_option()
 @jobs_option
@@ -805,8 +807,10 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
 @reports_errors
 def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str | None,
           benchmark: str | None, pool_models: bool, mid_p: bool, embedder: str, threshold: float | None,
-          apply_dir: str | None, n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
-    """What to do, for the library and for each skill, per model, and why.
+          apply_dir: str | None, explain: str | None, n_boot: int, seed: int, jobs: int, strict: bool,
+          as_json: bool) -> None:
+    """What to do, for the library and for each skill, per model, and why: one line per decision
+    (the rule that decided it and one figure); --explain SKILL gives one skill's evidence per model.
 
     First the library level: when the skills do not differ but the library hurts, the harm is
     library-wide and the recommendation is to gate (or shorten) retrieval for that model, not to
@@ -816,8 +820,8 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
     projection. --apply writes a pruned copy (skills pruned for every model); the library itself
     is never modified.
     """
+    from .prune_view import explain_lines, prune_lines
     from .recommend import apply_prune, recommend
-    from .render import prune_table
 
     lib, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
                                              n_boot, seed, jobs, pool_models, mid_p)
@@ -841,8 +845,15 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
         if apply_dir is not None:
             doc["applied"] = {"out_dir": apply_dir, "left_out": left_out}
         emit_json(doc)
+    elif explain is not None:
+        lines = explain_lines(out, explain)
+        if not lines:
+            raise InputError(f"--explain {explain}: no recommendation for that skill in these runs")
+        for line in lines:
+            echo(line)
     else:
-        prune_table(out)
+        for line in prune_lines(out):
+            echo(line)
         if apply_dir is not None:
             echo(f"wrote a pruned copy of {skills_path} to {apply_dir} "
                        f"({len(left_out or [])} skill(s) left out; see PRUNED.md)")

@@ -376,35 +376,3 @@ def rank_tables(result: Any, top: int | None = None, out: Console | None = None)
     for e in cells:
         out.print(f"library, {e.model} on {e.benchmark}: {e.text}")
 
-
-def prune_table(result: Any, out: Console | None = None) -> None:
-    """Library-level recommendations, one line per skill (and model), and the projection."""
-    out = out or console()
-    colour = {"prune": "bold red", "rewrite": "yellow", "merge": "cyan", "keep": "green",
-              "needs-data": "", "unused": "dim", "gate-retrieval": "bold red", "reduce-depth": "bold red"}
-    for e in result.library:
-        if e.benchmark == "*" or e.recommendation:
-            where = "" if e.benchmark == "*" else f" on {e.benchmark}"
-            out.print(f"library ({e.model}{where}): {e.text}")
-    for r in result.library_actions():
-        where = "all benchmarks" if r.benchmark == "*" else r.benchmark
-        out.print(Text(f"→ {r.action} for {r.models[0]} ({where})", style=colour[r.action]))
-    models = result.settings.get("models") or []
-    t = Table(title="Recommendations per skill" + (" and model" if len(models) > 1 else ""))
-    t.add_column("skill")
-    if len(models) > 1:
-        t.add_column("models")
-    t.add_column("action")
-    t.add_column("reason", overflow="fold")
-    for r in result.skill_recommendations():
-        cells = [r.skill_id] + ([", ".join(r.models)] if len(models) > 1 else [])
-        t.add_row(*cells, Text(r.action, style=colour.get(r.action, "")), r.reason)
-    out.print(t)
-    p = result.projected
-    counts = {a: len(result.by_action(a)) for a in ("prune", "rewrite", "merge", "needs-data", "keep", "unused")}
-    out.print(", ".join(f"{k}: {v}" for k, v in counts.items()))
-    out.print(
-        f"Projection (not a measurement) without the {len(p.removed)} pruned skill(s): "
-        f"RAE {pp(p.rae_before)} -> {pp(p.rae_after)} pp, OAE {pp(p.oae_before)} -> {pp(p.oae_after)} pp; "
-        f"{p.n_fallback} retrieving pair(s) assumed to fall back to their disabled outcome."
-    )

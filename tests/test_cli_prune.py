@@ -48,12 +48,60 @@ def test_prune_json_contract(sim_dir):
 
 
 def test_prune_table(sim_dir):
-    """The human output shows one line per skill and a projection labelled as such."""
-    out, _sim = sim_dir
+    """The human output: one line per decision under its action (skill, rule id and words, one
+    figure), kept entries by name, and the projection labelled as such."""
+    out, sim = sim_dir
     res = _prune(out)
     assert res.exit_code == 0, res.output
-    assert "Recommendations per skill" in res.stdout
-    assert "Projection (not a measurement)" in res.stdout
+    lines = res.stdout.splitlines()
+    (harm,) = sim.ids("harmful")
+    at = lines.index("prune (1)")
+    assert lines[at + 1].split()[:2] == [harm, "S104"] and "vs others -" in lines[at + 1], lines
+    doc = json.loads(_prune(out, "--json").stdout)
+    kept = sorted(r["skill_id"] for r in doc["recommendations"] if r["action"] == "keep")
+    keep_line = next(ln for ln in lines if ln.startswith("keep ("))
+    assert keep_line.startswith(f"keep ({len(kept)}): ") and all(k in res.stdout for k in kept)
+    assert any(ln.startswith("Projection (not a measurement)") for ln in lines)
+    assert max(map(len, lines)) <= 100
+
+
+def test_prune_on_a_45_skill_3_model_library_fits_60_lines_of_100(tmp_path):
+    """45 skills, 3 models: at most 60 lines of at most 100 characters, every skill named once per
+    decision, each decision line with the id of the rule that decided it (as in --json)."""
+    out = tmp_path / "sim45"
+    sim = simulate(n_tasks=600, n_skills=45, n_harmful=3, n_helpful=3, n_mixed=2, n_alias_pairs=2, n_unused=2,
+                   models=("model-a", "model-b", "model-c"), seed=1)
+    sim.write(out)
+    args = ["prune", str(out / "runs.jsonl"), "--skills", str(out / "skills"), "--embedder", "tfidf",
+            "--bootstrap", "300"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) <= 60 and max(map(len, lines)) <= 100, (len(lines), max(map(len, lines)))
+    doc = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
+    for r in doc["recommendations"]:
+        if r["scope"] == "skill" and r["action"] not in ("keep", "unused"):
+            assert any(ln.split()[:1] == [r["skill_id"]] and f" {r['rule']} " in ln for ln in lines), r
+    assert {r["skill_id"] for r in doc["recommendations"] if r["scope"] == "skill"} <= set(
+        res.stdout.replace(",", " ").replace(":", " ").split())
+
+
+def test_prune_explain_gives_one_skills_evidence_per_model(sim_dir):
+    """--explain SKILL: the action, the deciding rule and each model's reason and figures; an unknown
+    skill is one line and exit 2."""
+    out, sim = sim_dir
+    (harm,) = sim.ids("harmful")
+    res = _prune(out, "--explain", harm)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[:2] == [harm, "  prune by S104 (harmful vs the other entries) for sim-model"]
+    assert lines[2].startswith("  reason: harmful vs the other entries: ")
+    figures = " ".join(" ".join(lines[lines.index(next(ln for ln in lines if ln.startswith("  figures"))):]).split())
+    assert figures.startswith("figures (sim-model): n_retrieved ") and " relative_effect -0." in figures, figures
+    assert max(map(len, lines)) <= 100
+    bad = _prune(out, "--explain", "no-such-skill")
+    assert bad.exit_code == 2 and bad.output.strip().splitlines()[-1] == (
+        "Error: --explain no-such-skill: no recommendation for that skill in these runs")
 
 
 def test_apply_writes_pruned_copy_and_leaves_original_byte_for_byte(sim_dir, tmp_path):
@@ -155,8 +203,10 @@ def test_prune_json_has_the_library_section_and_scoped_entries(tmp_path):
     assert not [r for r in doc["recommendations"] if r["action"] == "prune"]
     table = CliRunner().invoke(cli, args)
     assert table.exit_code == 0
-    assert table.stdout.startswith("library (sim-model on sim-bench): Harm is library-wide (")
-    assert "→ " in table.stdout and "for sim-model (sim-bench)" in table.stdout
+    rule = next(r["rule"] for r in doc["recommendations"] if r["scope"] == "library")
+    action = next(r["action"] for r in doc["recommendations"] if r["scope"] == "library")
+    assert table.stdout.startswith(f"library level\n  {action} for sim-model (sim-bench): {rule} library-wide harm")
+    assert table.stdout.splitlines()[2].startswith(f"    {e['mean_effect'] * 100:+.1f} pp per injected skill [")
 
 
 def test_prune_and_audit_use_the_same_near_duplicate_definition():
