@@ -343,30 +343,11 @@ def attribute(
     w, fallback = _share_values(runs, scheme)
 
     f = runs.flip.astype(np.float64)
-    pos = (f > 0).astype(np.float64)
-    neg = (f < 0).astype(np.float64)
-    # exposure counts: X's entries counted by skill and by their pair's class (no flip, rescue,
-    # harm; +3 when the skill was retrieved alone) in one bincount, not X' @ a pairs x 7 matrix
-    pair_class = (f > 0) + 2 * (f < 0) + 3 * (runs.n_skills_retrieved == 1)
-    row_of = X.row_index()
-    by_class = np.bincount(pair_class[row_of] * p + X.indices, minlength=6 * p)
-    by_class = by_class.reshape(6, p).astype(np.int64)
-    n_k, ex_n = by_class.sum(axis=0), by_class[3:].sum(axis=0)
-    b_k, c_k = by_class[1] + by_class[4], by_class[2] + by_class[5]
-    ex_b, ex_c = by_class[4], by_class[5]
-    share = np.bincount(X.indices, weights=w * f[row_of], minlength=p)  # W' f
-    retrieved = n_k > 0
     units = runs.unit_ids()
-    tests, n_tasks, clustered = _skill_tests(X, row_of, f, units, b_k, c_k, mid_p)
-    pvals = np.where(retrieved, tests, np.nan)
-    qvals = bh_qvalues(pvals)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rae = np.where(retrieved, (b_k - c_k) / np.maximum(n_k, 1), np.nan)
-
     in_cond = runs.retrieved
     totals = {
-        "cond_b": int((pos * in_cond).sum()),
-        "cond_c": int((neg * in_cond).sum()),
+        "cond_b": int(((f > 0) & in_cond).sum()),
+        "cond_c": int(((f < 0) & in_cond).sum()),
         "n_cond": int(in_cond.sum()),
         "n_cond_tasks": int(np.unique(units[in_cond]).size),
     }
@@ -377,23 +358,11 @@ def attribute(
     coef_q = np.full(p, np.nan)
     co: Csr | None = None
     lib_effect = None
-    rel = None
     if regression:
-        rows = np.flatnonzero(in_cond)
-        x_call = X.take_rows(rows)
-        reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
-        groups = units[rows] if n_boot > 0 else None
-        reg.fit(x_call, f[rows], groups=groups)
+        reg, co, lib_effect = _regression_step(
+            runs, X, f, units, model or "*", benchmark or "*", alpha=alpha, n_boot=n_boot, seed=seed,
+            level=level, n_perm=n_perm, min_cond=min_cond, cells=cells, cell_results=cell_results)
         coef_q = bh_qvalues(np.where(reg.identifiable_, reg.coef_p_, np.nan))
-        if x_call.nnz == X.nnz:  # every retrieval is in S_call: the fit's X'X is all of them
-            co = reg.gram_
-        strata = (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows]
-        row_bench = runs.benchmark[rows]
-        subsets = [(np.flatnonzero(row_bench == bi), z_c, tested_c) for bi, z_c, tested_c in cells]
-        lib_effect, rel = library_effect(
-            reg, x_call, f[rows], units[rows], strata, model=model or "*",
-            benchmark=benchmark or "*", n_perm=n_perm, seed=seed, level=level, min_cond=min_cond,
-            baseline=runs.y_neg[rows], subsets=subsets, subset_results=cell_results)
     if co is None:
         co = X.gram()
     rows_c = np.flatnonzero(in_cond)
@@ -404,13 +373,11 @@ def attribute(
     lib_set = set(lib_ids)
     # one value list per field: one conversion per column, not per skill (fields left out keep
     # their defaults: the regression's, when there is none)
-    columns: dict[str, list[Any]] = {
-        "skill_id": list(ids), "n_retrieved": n_k.tolist(), "b": b_k.tolist(), "c": c_k.tolist(),
-        "net": (b_k - c_k).tolist(), "share": share.tolist(), "rae_k": _nums(rae),
-        "p_value": _nums(pvals), "q_value": _nums(qvals), "exclusive_n": ex_n.tolist(),
-        "exclusive_b": ex_b.tolist(), "exclusive_c": ex_c.tolist(),
+    columns, n_k, clustered = _exposure_columns(X, w, f, runs.n_skills_retrieved, units, mid_p)
+    columns |= {
+        "skill_id": list(ids),
         "in_library": [sid in lib_set for sid in ids] if library is not None else [None] * p,
-        "n_tasks": n_tasks.tolist(), "model": [model] * p,
+        "model": [model] * p,
     }
     if reg is not None:
         columns |= {
@@ -419,7 +386,6 @@ def attribute(
             "aliases": [tuple(ids[a] for a in al.tolist()) if al.size else () for al in reg.aliases_],
             "alias_coef": _nums(reg.alias_coef_), "alias_coef_ci": _pairs(reg.alias_coef_ci_),
         }
-    del rel  # the regression's relative effects (shrunk): superseded by the stratified ones
     columns |= {
         "relative_effect": _nums(strat.effect), "relative_ci": _pairs(strat.ci),
         "relative_p": _nums(strat.p), "relative_q": _nums(strat.q),
@@ -428,28 +394,12 @@ def attribute(
     }
     causal = None
     if arms is not None and arms.n:  # per-skill causal effects from mask re-runs
-        from .arms import causal_effects
-
-        ce = causal_effects(runs, arms, n_boot=max(n_boot, 0), seed=seed, level=level, alpha=alpha)
-        if ce is not None:
-            got = [ce.get(sid) or {} for sid in ids]
-            columns |= {
-                "causal_effect": [g.get("causal_effect") for g in got],
-                "causal_ci": [tuple(g["causal_ci"]) if g.get("causal_ci") else None for g in got],
-                "causal_q": [g.get("causal_q") for g in got],
-                "causal_relative": [g.get("causal_relative") for g in got],
-                "causal_relative_ci": [tuple(g["causal_relative_ci"]) if g.get("causal_relative_ci")
-                                       else None for g in got],
-                "causal_n_withheld": [int(g.get("causal_n_withheld", 0)) for g in got],
-            }
-            causal = {k: v for k, v in ce.to_dict().items() if k != "skills"}
-            if lib_effect is not None:
-                rows_c = [g for g in ce.to_dict()["skills"] if g["causal_q"] <= 0.10]
-                differing = ([g["skill_id"] for g in rows_c if g["causal_relative_ci"][1] < 0]
-                             or [g["skill_id"] for g in rows_c if g["causal_relative_ci"][0] > 0])
-                lib_effect = with_measured_differences(lib_effect, differing, ce.n_runs)
+        got_columns, causal, lib_effect = _causal_step(runs, arms, ids, lib_effect, n_boot=n_boot, seed=seed,
+                                                       level=level, alpha=alpha)
+        columns |= got_columns
     rows_out = _dataclass_rows(SkillAttribution, columns)
     rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
+    n_units = int(np.unique(units).size)
     settings = {
         "model": model,
         "benchmark": benchmark,
@@ -461,13 +411,9 @@ def attribute(
         "seed": seed,
         "level": level,
         "n_pairs": runs.n_pairs,
-        "n_tasks": int(np.unique(units).size),
+        "n_tasks": n_units,
         "score_fallback_pairs": fallback,
-        "p_value": ("mid-p " if mid_p else "exact ") + (
-            "sign-flip test of each task's summed flips (tasks with several epochs)" if clustered
-            else "McNemar (one pair per task)" if np.unique(units).size == runs.n_pairs
-            else "McNemar (tasks have several pairs, but each skill was retrieved by at most one pair "
-                 "of a task)"),
+        "p_value": _p_value_method(mid_p, clustered, n_units == runs.n_pairs),
         "untested": "skills never retrieved have null p/q and are not counted in BH",
     }
     samples = cov = None
@@ -478,6 +424,93 @@ def attribute(
     return AttributionResult(skills=tuple(rows_out), totals=totals, settings=settings,
                              skill_ids=ids, co_retrieval=co, library=lib_effect,
                              effect_samples=samples, effect_cov=cov, causal=causal)
+
+
+def _exposure_columns(X: Csr, w: np.ndarray, f: np.ndarray, n_skills: np.ndarray, units: np.ndarray,
+                      mid_p: bool) -> tuple[dict[str, list[Any]], np.ndarray, bool]:
+    """Each skill's exposure counts, additive share, exclusive counts and exact test:
+    (their columns, retrieval counts n_k, whether the tests were clustered by task)."""
+    p = X.shape[1]
+    # X's entries counted by skill and by their pair's class (no flip, rescue, harm; +3 when the
+    # skill was retrieved alone) in one bincount, not X' @ a pairs x 7 matrix
+    pair_class = (f > 0) + 2 * (f < 0) + 3 * (n_skills == 1)
+    row_of = X.row_index()
+    by_class = np.bincount(pair_class[row_of] * p + X.indices, minlength=6 * p)
+    by_class = by_class.reshape(6, p).astype(np.int64)
+    n_k, ex_n = by_class.sum(axis=0), by_class[3:].sum(axis=0)
+    b_k, c_k = by_class[1] + by_class[4], by_class[2] + by_class[5]
+    share = np.bincount(X.indices, weights=w * f[row_of], minlength=p)  # W' f
+    retrieved = n_k > 0
+    tests, n_tasks, clustered = _skill_tests(X, row_of, f, units, b_k, c_k, mid_p)
+    pvals = np.where(retrieved, tests, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rae = np.where(retrieved, (b_k - c_k) / np.maximum(n_k, 1), np.nan)
+    columns = {
+        "n_retrieved": n_k.tolist(), "b": b_k.tolist(), "c": c_k.tolist(), "net": (b_k - c_k).tolist(),
+        "share": share.tolist(), "rae_k": _nums(rae), "p_value": _nums(pvals), "q_value": _nums(bh_qvalues(pvals)),
+        "exclusive_n": ex_n.tolist(), "exclusive_b": by_class[4].tolist(), "exclusive_c": by_class[5].tolist(),
+        "n_tasks": n_tasks.tolist(),
+    }
+    return columns, n_k, clustered
+
+
+def _regression_step(runs: PairedRuns, X: Csr, f: np.ndarray, units: np.ndarray, model: str, benchmark: str, *,
+                     alpha: float, n_boot: int, seed: int, level: float, n_perm: int, min_cond: int,
+                     cells: Sequence[tuple[int, Csr, np.ndarray]], cell_results: list[Any] | None,
+                     ) -> tuple[SkillEffectRegression, Csr | None, Any]:
+    """The ridge regression on the retrieval-triggered pairs and the library-level effect it feeds:
+    (fitted regression, X'X when the fit saw every retrieval else None, library effect). The
+    regression's own relative effects (shrunk) are superseded by the stratified ones."""
+    rows = np.flatnonzero(runs.retrieved)
+    x_call = X.take_rows(rows)
+    reg = SkillEffectRegression(alpha=alpha, n_boot=n_boot, level=level, random_state=seed)
+    reg.fit(x_call, f[rows], groups=units[rows] if n_boot > 0 else None)
+    co = reg.gram_ if x_call.nnz == X.nnz else None  # every retrieval is in S_call: X'X is the fit's
+    strata = (runs.model.astype(np.int64) * len(runs.benchmarks) + runs.benchmark)[rows]
+    row_bench = runs.benchmark[rows]
+    subsets = [(np.flatnonzero(row_bench == bi), z_c, tested_c) for bi, z_c, tested_c in cells]
+    lib_effect, _shrunk_relative = library_effect(
+        reg, x_call, f[rows], units[rows], strata, model=model, benchmark=benchmark, n_perm=n_perm,
+        seed=seed, level=level, min_cond=min_cond, baseline=runs.y_neg[rows], subsets=subsets,
+        subset_results=cell_results)
+    return reg, co, lib_effect
+
+
+def _causal_step(runs: PairedRuns, arms: Any, ids: tuple[str, ...], lib_effect: Any, *, n_boot: int, seed: int,
+                 level: float, alpha: float) -> tuple[dict[str, list[Any]], dict[str, Any] | None, Any]:
+    """Per-skill causal effects from mask re-runs: (their columns, the summary, the library effect
+    updated with the skills the re-runs measured as differing)."""
+    from .arms import causal_effects
+
+    ce = causal_effects(runs, arms, n_boot=max(n_boot, 0), seed=seed, level=level, alpha=alpha)
+    if ce is None:
+        return {}, None, lib_effect
+    got = [ce.get(sid) or {} for sid in ids]
+    columns = {
+        "causal_effect": [g.get("causal_effect") for g in got],
+        "causal_ci": [tuple(g["causal_ci"]) if g.get("causal_ci") else None for g in got],
+        "causal_q": [g.get("causal_q") for g in got],
+        "causal_relative": [g.get("causal_relative") for g in got],
+        "causal_relative_ci": [tuple(g["causal_relative_ci"]) if g.get("causal_relative_ci") else None
+                               for g in got],
+        "causal_n_withheld": [int(g.get("causal_n_withheld", 0)) for g in got],
+    }
+    causal = {k: v for k, v in ce.to_dict().items() if k != "skills"}
+    if lib_effect is not None:
+        rows_c = [g for g in ce.to_dict()["skills"] if g["causal_q"] <= 0.10]
+        differing = ([g["skill_id"] for g in rows_c if g["causal_relative_ci"][1] < 0]
+                     or [g["skill_id"] for g in rows_c if g["causal_relative_ci"][0] > 0])
+        lib_effect = with_measured_differences(lib_effect, differing, ce.n_runs)
+    return columns, causal, lib_effect
+
+
+def _p_value_method(mid_p: bool, clustered: bool, one_pair_per_task: bool) -> str:
+    """The settings' words for the per-skill p-values."""
+    return ("mid-p " if mid_p else "exact ") + (
+        "sign-flip test of each task's summed flips (tasks with several epochs)" if clustered
+        else "McNemar (one pair per task)" if one_pair_per_task
+        else "McNemar (tasks have several pairs, but each skill was retrieved by at most one pair "
+             "of a task)")
 
 
 @dataclass(frozen=True)
