@@ -200,6 +200,44 @@ def simulate(
         )
     rng = np.random.default_rng(seed)
     ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    roles = _plant_roles(rng, ids, n_harmful=n_harmful, n_helpful=n_helpful, n_mixed=n_mixed,
+                         n_alias_pairs=n_alias_pairs, n_unused=n_unused, effect=effect)
+    kinds, effects, buddies = roles["kinds"], roles["effects"], roles["buddies"]
+    alias_of, pop = roles["alias_of"], roles["pop"]
+    idx = {s: i for i, s in enumerate(ids)}
+    base = rng.normal(0.3, 1.5, size=n_tasks)
+    records: list[dict[str, Any]] = []
+    for mi, model in enumerate(models):
+        sign = 1.0 if model_signs is None else float(model_signs[mi])
+        records += _model_records(rng, ids, roles, base, model, sign, benchmarks=benchmarks, epochs=epochs,
+                                  trigger_rate=trigger_rate, selection=selection, co_retrieval=co_retrieval,
+                                  extra_rate=extra_rate, coupling=coupling, dilution=dilution,
+                                  task_noise=task_noise)
+
+    skills = tuple(_skill_text(rng, s, i) for i, s in enumerate(ids))
+    truth = {
+        s: SkillTruth(
+            skill_id=s, kind=kinds[s], effect=effects[s], buddy=buddies.get(s),
+            alias_of=alias_of.get(s), popularity=float(pop[idx[s]]),
+        )
+        for s in ids
+    }
+    settings = {
+        "n_tasks": n_tasks, "n_skills": n_skills, "n_harmful": n_harmful, "n_helpful": n_helpful,
+        "n_mixed": n_mixed, "n_alias_pairs": n_alias_pairs, "n_unused": n_unused, "effect": effect,
+        "epochs": epochs, "models": list(models), "benchmarks": list(benchmarks),
+        "trigger_rate": trigger_rate, "selection": selection, "co_retrieval": co_retrieval,
+        "extra_rate": extra_rate, "coupling": coupling, "dilution": dilution,
+        "model_signs": None if model_signs is None else list(model_signs), "task_noise": task_noise,
+        "seed": seed,
+    }
+    return Simulation(records=tuple(records), skills=skills, truth=truth, settings=settings)
+
+
+def _plant_roles(rng: np.random.Generator, ids: list[str], *, n_harmful: int, n_helpful: int, n_mixed: int,
+                 n_alias_pairs: int, n_unused: int, effect: float) -> dict[str, Any]:
+    """Which skills are harmful, helpful, mixed, aliases or unused, their buddies and popularity."""
+    n_skills = len(ids)
     order = [ids[i] for i in rng.permutation(n_skills)]
     kinds: dict[str, str] = {}
     effects: dict[str, float] = {}
@@ -222,100 +260,92 @@ def simulate(
     idx = {s: i for i, s in enumerate(ids)}
     for s in list(alias_of) + sorted(unused):
         pop[idx[s]] = 0.0  # alias followers and unused skills are never primary
-    pop_p = pop / pop.sum()
     partner = np.full(n_skills, -1)
     for h, bud in buddies.items():
         partner[idx[h]] = idx[bud]
     follower = np.full(n_skills, -1)
     for b, a in alias_of.items():
         follower[idx[a]] = idx[b]
-    eff_vec = np.array([effects[s] for s in ids])
-    mixed_vec = np.array([kinds[s] == "mixed" for s in ids])
-    unused_idx = np.array(sorted(idx[s] for s in unused), dtype=np.int64)
+    return {"kinds": kinds, "effects": effects, "buddies": buddies, "alias_of": alias_of, "pop": pop,
+            "pop_p": pop / pop.sum(), "partner": partner, "follower": follower,
+            "eff_vec": np.array([effects[s] for s in ids]), "mixed_vec": np.array([kinds[s] == "mixed" for s in ids]),
+            "unused_idx": np.array(sorted(idx[s] for s in unused), dtype=np.int64)}
 
-    base = rng.normal(0.3, 1.5, size=n_tasks)
+
+def _retrieved_sets(rng: np.random.Generator, roles: dict[str, Any], invoked: np.ndarray, n_tasks: int,
+                    co_retrieval: float, extra_rate: float, sign: float) -> tuple[list[list[int]], np.ndarray]:
+    """Each task's retrieved skills (a primary, its alias, its buddy, maybe one extra) and the shift
+    they give the enabled run's logit."""
+    pop_p, partner, follower = roles["pop_p"], roles["partner"], roles["follower"]
+    n_skills = pop_p.size
+    empty = rng.random(n_tasks) < 0.05
+    primary = rng.choice(n_skills, size=n_tasks, p=pop_p)
+    with_buddy = rng.random(n_tasks) < co_retrieval
+    with_extra = rng.random(n_tasks) < extra_rate
+    extra_pick = rng.choice(n_skills, size=n_tasks, p=pop_p)
+    signs = rng.choice([-1.0, 1.0], size=(n_tasks, n_skills))
+    sets: list[list[int]] = []
+    shift = np.zeros(n_tasks)
+    for t in range(n_tasks):  # a few hundred tasks: building the sets is cheap
+        if not invoked[t] or empty[t]:
+            sets.append([])
+            continue
+        k = [int(primary[t])]
+        if follower[k[0]] >= 0:
+            k.append(int(follower[k[0]]))
+        if partner[k[0]] >= 0 and with_buddy[t]:
+            k.append(int(partner[k[0]]))
+        e = int(extra_pick[t])
+        if with_extra[t] and len(k) < 3 and e not in k and follower[e] < 0 and e not in roles["unused_idx"]:
+            k.append(e)
+        sets.append(k)
+        ks = np.array(k)
+        shift[t] = sign * float(np.sum(np.where(roles["mixed_vec"][ks], signs[t, ks], 1.0) * roles["eff_vec"][ks]))
+    return sets, shift
+
+
+def _model_records(rng: np.random.Generator, ids: list[str], roles: dict[str, Any], base: np.ndarray, model: str,
+                   sign: float, *, benchmarks: Sequence[str], epochs: int, trigger_rate: float, selection: float,
+                   co_retrieval: float, extra_rate: float, coupling: float, dilution: float,
+                   task_noise: float) -> list[dict[str, Any]]:
+    """One model's enabled and disabled records over every task and epoch."""
+    n_tasks = base.size
     bench_of = np.arange(n_tasks) % len(benchmarks)
+    a = base + rng.normal(0.0, 0.5)
+    z = (a - a.mean()) / (a.std() or 1.0)
+    p_call = _sigmoid(np.log(trigger_rate / (1 - trigger_rate)) + selection * z)
+    invoked = rng.random(n_tasks) < p_call
+    sets, shift = _retrieved_sets(rng, roles, invoked, n_tasks, co_retrieval, extra_rate, sign)
+    p_neg = _sigmoid(a)
+    p_pos = _sigmoid(a + shift)
+    if task_noise > 0:  # a persistent per-task response to the prompt, as often for the worse
+        jolt = np.abs(rng.normal(0.0, task_noise, n_tasks))
+        to_enabled = rng.random(n_tasks) < 0.5
+        p_pos = np.where(to_enabled, _sigmoid(a + shift + jolt), p_pos)
+        p_neg = np.where(to_enabled, p_neg, _sigmoid(a + jolt))
+    scores = [np.cumsum(-rng.uniform(0.5, 3.0, size=len(k))) + 9.0 + rng.normal() for k in sets]
     records: list[dict[str, Any]] = []
-    for mi, model in enumerate(models):
-        sign = 1.0 if model_signs is None else float(model_signs[mi])
-        a = base + rng.normal(0.0, 0.5)
-        z = (a - a.mean()) / (a.std() or 1.0)
-        p_call = _sigmoid(np.log(trigger_rate / (1 - trigger_rate)) + selection * z)
-        invoked = rng.random(n_tasks) < p_call
-        empty = rng.random(n_tasks) < 0.05
-        primary = rng.choice(n_skills, size=n_tasks, p=pop_p)
-        with_buddy = rng.random(n_tasks) < co_retrieval
-        with_extra = rng.random(n_tasks) < extra_rate
-        extra_pick = rng.choice(n_skills, size=n_tasks, p=pop_p)
-        signs = rng.choice([-1.0, 1.0], size=(n_tasks, n_skills))
-        sets: list[list[int]] = []
-        shift = np.zeros(n_tasks)
-        for t in range(n_tasks):  # a few hundred tasks: building the sets is cheap
-            if not invoked[t] or empty[t]:
-                sets.append([])
-                continue
-            k = [int(primary[t])]
-            if follower[k[0]] >= 0:
-                k.append(int(follower[k[0]]))
-            if partner[k[0]] >= 0 and with_buddy[t]:
-                k.append(int(partner[k[0]]))
-            e = int(extra_pick[t])
-            if with_extra[t] and len(k) < 3 and e not in k and follower[e] < 0 and e not in unused_idx:
-                k.append(e)
-            sets.append(k)
-            ks = np.array(k)
-            shift[t] = sign * float(np.sum(np.where(mixed_vec[ks], signs[t, ks], 1.0) * eff_vec[ks]))
-        p_neg = _sigmoid(a)
-        p_pos = _sigmoid(a + shift)
-        if task_noise > 0:  # a persistent per-task response to the prompt, as often for the worse
-            jolt = np.abs(rng.normal(0.0, task_noise, n_tasks))
-            to_enabled = rng.random(n_tasks) < 0.5
-            p_pos = np.where(to_enabled, _sigmoid(a + shift + jolt), p_pos)
-            p_neg = np.where(to_enabled, p_neg, _sigmoid(a + jolt))
-        scores = [np.cumsum(-rng.uniform(0.5, 3.0, size=len(k))) + 9.0 + rng.normal() for k in sets]
-        for epoch in range(1, epochs + 1):
-            u_neg = rng.random(n_tasks)
-            u_pos = np.where(rng.random(n_tasks) < coupling, u_neg, rng.random(n_tasks))
-            y_neg = u_neg < p_neg
-            y_pos = u_pos < p_pos
-            if dilution > 0:  # each injected skill derails the enabled run with the same probability
-                n_inj = np.array([len(k) for k in sets])
-                y_pos &= rng.random(n_tasks) >= 1.0 - (1.0 - dilution) ** n_inj
-            for t in range(n_tasks):
-                bench = benchmarks[bench_of[t]]
-                tid = f"{bench}/{t}"
-                common = {"task_id": tid, "model": model, "benchmark": bench, "epoch": epoch}
-                rec = {**common, "condition": "enabled", "correct": bool(y_pos[t])}
-                if invoked[t]:
-                    rec["retrievals"] = [{
-                        "query": f"task {t}",
-                        "skills": [{"id": ids[j], "score": round(max(float(s), 0.1), 3)}
-                                   for j, s in zip(sets[t], scores[t], strict=True)],
-                        "error": None,
-                    }]
-                else:
-                    rec["retrievals"] = []
-                records.append(rec)
-                records.append({**common, "condition": "disabled", "correct": bool(y_neg[t])})
-
-    skills = tuple(_skill_text(rng, s, i) for i, s in enumerate(ids))
-    truth = {
-        s: SkillTruth(
-            skill_id=s, kind=kinds[s], effect=effects[s], buddy=buddies.get(s),
-            alias_of=alias_of.get(s), popularity=float(pop[idx[s]]),
-        )
-        for s in ids
-    }
-    settings = {
-        "n_tasks": n_tasks, "n_skills": n_skills, "n_harmful": n_harmful, "n_helpful": n_helpful,
-        "n_mixed": n_mixed, "n_alias_pairs": n_alias_pairs, "n_unused": n_unused, "effect": effect,
-        "epochs": epochs, "models": list(models), "benchmarks": list(benchmarks),
-        "trigger_rate": trigger_rate, "selection": selection, "co_retrieval": co_retrieval,
-        "extra_rate": extra_rate, "coupling": coupling, "dilution": dilution,
-        "model_signs": None if model_signs is None else list(model_signs), "task_noise": task_noise,
-        "seed": seed,
-    }
-    return Simulation(records=tuple(records), skills=skills, truth=truth, settings=settings)
+    for epoch in range(1, epochs + 1):
+        u_neg = rng.random(n_tasks)
+        u_pos = np.where(rng.random(n_tasks) < coupling, u_neg, rng.random(n_tasks))
+        y_neg = u_neg < p_neg
+        y_pos = u_pos < p_pos
+        if dilution > 0:  # each injected skill derails the enabled run with the same probability
+            n_inj = np.array([len(k) for k in sets])
+            y_pos &= rng.random(n_tasks) >= 1.0 - (1.0 - dilution) ** n_inj
+        for t in range(n_tasks):
+            bench = benchmarks[bench_of[t]]
+            common = {"task_id": f"{bench}/{t}", "model": model, "benchmark": bench, "epoch": epoch}
+            rec = {**common, "condition": "enabled", "correct": bool(y_pos[t])}
+            rec["retrievals"] = [{
+                "query": f"task {t}",
+                "skills": [{"id": ids[j], "score": round(max(float(s), 0.1), 3)}
+                           for j, s in zip(sets[t], scores[t], strict=True)],
+                "error": None,
+            }] if invoked[t] else []
+            records.append(rec)
+            records.append({**common, "condition": "disabled", "correct": bool(y_neg[t])})
+    return records
 
 
 # ---------------------------------------------------------------- shapes of issue 27
