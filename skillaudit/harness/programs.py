@@ -179,7 +179,7 @@ def line(group, status, value):
         text = json.dumps({"r": "unencodable"})
     return group + "\t" + status + "\t" + text + "\n"
 
-LARGE = P["digest_over"]  # an output whose JSON text is longer is written as its digest
+LARGE = P.get("digest_over", 8 << 20)  # an output whose JSON text is longer is written as its digest
 
 def digest(pieces, size):
     import hashlib
