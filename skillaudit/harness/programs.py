@@ -3,7 +3,7 @@ of what they exchange with it.
 
 Each program is `GUARD` (an audit hook refusing sockets and subprocesses) + `CODEC` (the tagged JSON
 in which values cross the sandbox boundary) + its own text: `RUNNER` records a solution's outputs on
-MBPP+ inputs (the canonical solution and an answer alike), `HE_ARGS` lists the calls HumanEval's
+a list of inputs (MBPP+'s canonical solution and an answer alike; a task file's tests), `HE_ARGS` lists the calls HumanEval's
 check() makes, `CALLS_RUNNER` runs an answer on those calls, `HE_REPLAY` replays the recorded
 outputs through check() and `HE_RECORD` records calls and outputs in one run (kept, unused). The
 parent runs its own copy of `CODEC` (`_encode_output`, `_decode_output`, `_Opaque`), decodes a
@@ -18,6 +18,7 @@ from typing import Any
 
 from .sandbox import ExecResult
 
+# ---- the programs (source text) ---------------------------------------------------------------
 # Prepended to every sandboxed program: refuse sockets and subprocesses even without a netns
 # (the seccomp filter is what also stops ctypes and _posixsubprocess).
 GUARD = r'''
@@ -470,6 +471,7 @@ save()
 """
 
 
+# ---- the parent's side: reading what the programs report and write ------------------------------
 def _marked(result: ExecResult, mark: str) -> dict[str, Any] | None:
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(mark):

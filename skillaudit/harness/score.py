@@ -120,6 +120,7 @@ class Score:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+# ---- MBPP+ outputs compared as EvalPlus does -----------------------------------------------------
 def _is_floats(x: Any) -> bool:
     if isinstance(x, float):
         return True
@@ -489,6 +490,7 @@ def extract_code(text: str) -> str:
     return "\n\n".join(kept)
 
 
+# ---- MBPP+ ---------------------------------------------------------------------------------------
 def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Limits()) -> tuple[Score, str]:
     """Run the extracted code on MBPP+ base and plus inputs; correct only if every test passes."""
     from .tasks import mbpp_deserialize_inputs
@@ -580,6 +582,7 @@ def _compare(entry: str, data: bytes, inputs: dict[str, list[Any]], expected: Ex
     return Score(True, "passed", {"passed": passed})
 
 
+# ---- HumanEval ------------------------------------------------------------------------------------
 def _check_context(task) -> str:
     """The trusted code check() runs in: the problem's prompt (its helpers) and its test code."""
     prompt, test = task.data["signature_prompt"], task.data["test"]
