@@ -18,7 +18,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from skillaudit.harness.score import Limits, Scorer, run_python, sandbox_layers
+from skillaudit.harness.sandbox import Limits, run_python, sandbox_layers
+from skillaudit.harness.score import Scorer
 from skillaudit.harness.tasks import default_data_path, load_tasks
 
 

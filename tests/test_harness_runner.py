@@ -322,9 +322,9 @@ def test_run_warns_when_code_is_scored_without_cgroup_limits(monkeypatch):
     warnings; with cgroups, or on a benchmark that runs no code, nothing is said."""
     from types import SimpleNamespace
 
-    from skillaudit.harness import runner, score
+    from skillaudit.harness import runner, sandbox
 
-    monkeypatch.setattr(score, "cgroup_status", lambda: (False, "not running as root: no per-sandbox cgroups; "
+    monkeypatch.setattr(sandbox, "cgroup_status", lambda: (False, "not running as root: no per-sandbox cgroups; "
                                                                 "falling back to per-process limits: RLIMIT_AS"))
     assert runner._sandbox_warnings(SimpleNamespace(benchmark="mbpp_plus"), None) == [
         "sandbox: no per-sandbox cgroup limits (not running as root: no per-sandbox cgroups); "
@@ -332,5 +332,5 @@ def test_run_warns_when_code_is_scored_without_cgroup_limits(monkeypatch):
     assert runner._sandbox_warnings(SimpleNamespace(benchmark="gsm8k"), None) == []
     assert runner._sandbox_warnings(SimpleNamespace(benchmark="gsm8k"), "no root") == [
         "--unsafe-scoring: model-written code runs unisolated (no root)"]
-    monkeypatch.setattr(score, "cgroup_status", lambda: (True, "cgroup v1 under /x"))
+    monkeypatch.setattr(sandbox, "cgroup_status", lambda: (True, "cgroup v1 under /x"))
     assert runner._sandbox_warnings(SimpleNamespace(benchmark="humaneval"), None) == []

@@ -21,17 +21,18 @@ from pathlib import Path
 import pytest
 from _harness_fakes import CORRECT_CODE, MBPP_ROWS, write_rows
 
+from skillaudit.harness import programs
+from skillaudit.harness import sandbox as sandbox_mod
 from skillaudit.harness import score as score_mod
-from skillaudit.harness.score import (
+from skillaudit.harness.sandbox import (
     SANDBOX_TAG,
     Limits,
-    OracleCache,
-    Scorer,
     isolation_status,
     run_python,
     sandbox_layers,
     seccomp_filter,
 )
+from skillaudit.harness.score import OracleCache, Scorer
 from skillaudit.harness.tasks import load_tasks
 
 FAST = Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)
@@ -535,7 +536,7 @@ def test_run_refuses_unisolated_scoring_without_the_flag(tmp_path, monkeypatch):
 
     from skillaudit.cli import cli
 
-    monkeypatch.setattr(score_mod, "isolation_status", lambda: (False, "not running as root"))
+    monkeypatch.setattr(sandbox_mod, "isolation_status", lambda: (False, "not running as root"))
     data = write_rows(tmp_path / "mbpp.jsonl", MBPP_ROWS[:1])
     from _harness_fakes import write_library
 
@@ -566,7 +567,7 @@ def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypat
     from skillaudit.cli import cli
     from skillaudit.harness import runner as runner_mod
 
-    monkeypatch.setattr(score_mod, "isolation_status", lambda: (False, "not running as root"))
+    monkeypatch.setattr(sandbox_mod, "isolation_status", lambda: (False, "not running as root"))
     labels: list[str] = []
     real = runner_mod._progress
 
@@ -601,7 +602,7 @@ def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostil
     still fail, a right one scored after them passes, and nothing survives."""
     if _nobody_cli_env() is None:  # e.g. a checkout under a 0700 folder (mktemp -d)
         pytest.skip("uid nobody cannot run this checkout's packages here")
-    python = score_mod.sandbox_python(True)
+    python = sandbox_mod.sandbox_python(True)
     port, stop = _listener()
     token = "sc" + uuid.uuid4().hex[:10]
     answers = {
@@ -664,7 +665,7 @@ def _nobody_cli_env() -> dict[str, str] | None:
     on PYTHONPATH, a system python3 of the same version), or None."""
     import sysconfig
 
-    python = score_mod.sandbox_python(True)
+    python = sandbox_mod.sandbox_python(True)
     site = sysconfig.get_paths()["purelib"]
     env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
            "PYTHONPATH": f"{Path(__file__).resolve().parents[1]}:{site}"}
@@ -1108,7 +1109,7 @@ def test_remove_tree_survives_deep_unwritable_trees(tmp_path):
         os.chmod(q, 0o500)
     finally:
         os.chdir(tmp_path)
-    score_mod._remove_tree(p)
+    sandbox_mod._remove_tree(p)
     assert not os.path.exists(p)
 
 
@@ -1134,11 +1135,11 @@ def test_cgroup_status_names_the_fallback(monkeypatch):
     from skillaudit.harness import cgroups
 
     monkeypatch.setattr(cgroups, "find_hierarchy", lambda: (None, "no usable cgroup v2 hierarchy; no cgroup v1 pids hierarchy"))
-    usable, why = score_mod.cgroup_status()
+    usable, why = sandbox_mod.cgroup_status()
     assert not usable and why.startswith("no usable cgroup v2 hierarchy; no cgroup v1 pids hierarchy; falling back"), why
     assert "falling back to per-process limits: RLIMIT_AS" in why and "memfd_create" in why, why
     monkeypatch.setattr(cgroups, "find_hierarchy", lambda: (cgroups.Hierarchy(2, (("", "/x"),)), "cgroup v2 under /x"))
-    assert score_mod.cgroup_status() == (True, "cgroup v2 under /x: each sandbox gets memory (with page cache and "
+    assert sandbox_mod.cgroup_status() == (True, "cgroup v2 under /x: each sandbox gets memory (with page cache and "
                                                "tmpfs), pids and CPU limits, besides its per-process limits")
 
 
@@ -1227,8 +1228,8 @@ def test_outputs_longer_than_the_digest_threshold_are_compared_by_digest(tmp_pat
     (st_base, short), = expected.groups["base"]
     (st_plus, long_), = expected.groups["plus"]
     assert st_base == st_plus == "ok"
-    full = json.dumps(score_mod._encode_output([(i, str(j)) for i in range(60) for j in range(60)]))
-    assert len(full) > 4096 and short == json.dumps(score_mod._encode_output(
+    full = json.dumps(programs._encode_output([(i, str(j)) for i in range(60) for j in range(60)]))
+    assert len(full) > 4096 and short == json.dumps(programs._encode_output(
         [(i, str(j)) for i in range(3) for j in range(3)])).encode()
     assert json.loads(long_) == {"h": f"sha256:{hashlib.sha256(full.encode()).hexdigest()}:{len(full)}"}
     assert scorer.score(task, fence(PAIRS))[0].correct

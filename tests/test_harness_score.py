@@ -12,15 +12,13 @@ import uuid
 import pytest
 from _harness_fakes import CORRECT_CODE, MBPP_ROWS, write_rows
 
+from skillaudit.harness.programs import GUARD
+from skillaudit.harness.sandbox import Limits, netns_available, run_python
 from skillaudit.harness.score import (
-    GUARD,
-    Limits,
     Scorer,
     extract_code,
     extract_math_answer,
     math_equal,
-    netns_available,
-    run_python,
     score_math,
 )
 from skillaudit.harness.tasks import Task, load_tasks
@@ -96,7 +94,8 @@ def test_candidate_printing_and_asserting_does_not_matter(mbpp):
 
 def test_outputs_cross_the_sandbox_as_tagged_json():
     """Tuples, sets, dicts, complex, bytes, NaN and big ints come back as themselves; unknown types equal nothing."""
-    from skillaudit.harness.score import _decode_output, _output_matches
+    from skillaudit.harness.programs import _decode_output
+    from skillaudit.harness.score import _output_matches
 
     doc = json.loads(json.dumps(
         [{"t": [1, {"s": ["a", {"t": [2, 3]}]}]}, {"d": [[{"t": [1, 2]}, [1.5, None]]]}, {"c": [1.0, -2.0]},
@@ -324,3 +323,21 @@ def test_score_math_reports_what_it_extracted():
     bad, pred2 = score_math(task, "I think 8")
     assert ok.correct and pred == "7"
     assert not bad.correct and pred2 == "8" and "expected '7'" in bad.reason
+
+
+def test_score_still_exports_the_sandbox_and_its_programs():
+    """The sandbox and the programs that run in it live in their own modules; `score` re-exports their
+    public names (the same objects) for code that imported them from it, and every program sent to
+    the sandbox starts with the audit-hook guard and the codec."""
+    from skillaudit.harness import programs, sandbox, score
+
+    home = {n: (sandbox if hasattr(sandbox, n) else programs) for n in score.__all__
+            if hasattr(sandbox, n) or hasattr(programs, n)}
+    assert {"Limits", "ExecResult", "run_python", "isolation_status", "sandbox_layers", "cgroup_status",
+            "seccomp_filter", "SANDBOX_TAG", "GUARD", "RUNNER", "CALLS_RUNNER", "HE_ARGS", "HE_REPLAY"} <= set(home)
+    for name, mod in home.items():
+        assert getattr(score, name) is getattr(mod, name), name
+    assert all(hasattr(score, n) for n in score.__all__)
+    for name in ("RUNNER", "HE_RECORD", "HE_REPLAY", "HE_ARGS", "CALLS_RUNNER"):
+        assert getattr(programs, name).startswith(programs.GUARD + programs.CODEC), name
+    assert sandbox.BOOTSTRAP.startswith(sandbox.SANDBOX_TAG)

@@ -183,10 +183,10 @@ def test_bundled_task_file_scores_each_checker_kind():
 
 
 def test_tests_checker_runs_in_sandbox_and_answer_cannot_fake_equality():
-    from skillaudit.harness import score as _score
+    from skillaudit.harness import sandbox as _sandbox
     from skillaudit.harness.taskfile import TaskFileScorer, load_task_file
 
-    if not _score.isolation_status()[0]:
+    if not _sandbox.isolation_status()[0]:
         pytest.skip("sandbox cannot isolate here")
     task = next(t for t in load_task_file(REPO / "examples" / "tasks" / "tasks.jsonl") if t.task_id == "code/gcd-list")
     sc = TaskFileScorer()

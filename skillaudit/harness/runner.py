@@ -26,11 +26,12 @@ import orjson
 
 from .. import __version__
 from ..errors import HarnessError, InputError, OutputError
-from . import score as _score
+from . import sandbox as _sandbox
 from .agent import AgentConfig, AgentError, ChatClient
 from .protocol import AgentFailure, ProtocolEpisode, Skills, call_agent, search_agent
 from .retrieve import SkillIndex
-from .score import Limits, Scorer
+from .sandbox import Limits
+from .score import Scorer
 from .tasks import CODE_BENCHMARKS, Task, load_tasks, sample_tasks
 
 CONDITIONS = ("enabled", "disabled")
@@ -249,7 +250,7 @@ def _unsafe_reason(opts: RunOptions) -> str | None:
     refuses unless --unsafe-scoring accepts the risk."""
     if opts.benchmark not in CODE_BENCHMARKS:
         return None
-    isolated, why = _score.isolation_status()
+    isolated, why = _sandbox.isolation_status()
     if isolated:
         return None
     if not opts.unsafe_scoring:
@@ -263,7 +264,7 @@ def _sandbox_warnings(opts: RunOptions, unsafe_reason: str | None) -> list[str]:
     if unsafe_reason:
         return [f"--unsafe-scoring: model-written code runs unisolated ({unsafe_reason})"]
     if opts.benchmark in CODE_BENCHMARKS:
-        usable, why = _score.cgroup_status()
+        usable, why = _sandbox.cgroup_status()
         if not usable:
             return [f"sandbox: no per-sandbox cgroup limits ({why.split('; falling back')[0]}); "
                     "per-process limits apply (docs/sandbox.md)"]

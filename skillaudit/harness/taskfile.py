@@ -5,8 +5,8 @@ A task file is JSON Lines (one object a line) or YAML (a list of objects). Each 
 
 - `tests` (a list of assertion strings, or one string of lines) + optional `entry_point`: the calls
   of `entry_point` in the assertions (literal arguments only) are run on the answer's code in the
-  sandbox of `score.py`, which records their outputs; the assertions are then evaluated here, outside
-  the sandbox, with each call replaced by its recorded output. The answer's process never holds the
+  sandbox of `sandbox.py` by `programs.RUNNER`, which records their outputs; the assertions are then
+  evaluated here, outside the sandbox, with each call replaced by its recorded output. The answer's process never holds the
   expected values, only the code and the call arguments.
 - `answer` + `match`: `exact`, `normalized` (case, spaces and punctuation ignored), `regex` (the
   `answer` is a pattern searched in the reply), `number` (`tolerance`, absolute, default 1e-6),
@@ -32,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessError, InputError
+from . import programs as _programs
+from . import sandbox as _sandbox
 from . import score as _score
-from .score import Limits, Score
+from .sandbox import Limits
+from .score import Score
 from .tasks import Task
 
 MATCHES = ("exact", "normalized", "regex", "number", "math")
@@ -303,11 +306,11 @@ def score_tests(task: Task, reply: str, limits: Limits) -> tuple[Score, str]:
 
     mark = "@@" + secrets.token_hex(8) + "@@"
     name = f"outputs-{secrets.token_hex(8)}.json"
-    res, files = _score.run_python(_score.RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits,
-                                   args=(mark, name), collect=(name,))
+    res, files = _sandbox.run_python(_programs.RUNNER, {"payload.pkl": pickle.dumps(payload)}, limits,
+                                     args=(mark, name), collect=(name,))
     if res.timed_out:
         return Score(False, f"timeout after {res.duration_s:.1f}s"), code
-    verdict = _score._marked(res, mark)
+    verdict = _programs._marked(res, mark)
     if verdict is not None and not verdict.get("ok"):
         return Score(False, f"failed {verdict.get('stage')}: {verdict.get('error')}"), code
     if verdict is None or name not in files:

@@ -83,9 +83,9 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
     if not opts.skills:
         raise InputError("--skills is required: the enabled condition needs a skill library")
     if any(t.is_code or t.data.get("kind") == "tests" for t in tasks):
-        from . import score as _score
+        from . import sandbox as _sandbox
 
-        isolated, why = _score.isolation_status()
+        isolated, why = _sandbox.isolation_status()
         if not isolated and not opts.unsafe_scoring:
             raise HarnessError(f"refusing to run model-written code unisolated: {why}; "
                                "run as root on Linux, or pass --unsafe-scoring to accept the risk")
