@@ -500,29 +500,11 @@ _SAME = (("tool_call_mode", "tool_mode"), ("tool_choice", "tool_choice"), ("max_
          ("temperature", "temperature"), ("max_tokens", "max_tokens"), ("top_k", "top_k"))
 
 
-def run_arms(opts: RunOptions, quiet: bool = False,
-             on_record: Callable[[dict[str, Any]], None] | None = None) -> RunSummary:
-    """Run the counterfactual arms (`opts.arms`) of the pairs logged in `opts.base` (DESIGN §3.1b).
-
-    Enabled arms replay each S_call pair's enabled tool call(s) and change only the tool's result;
-    `replicate` re-runs every pair's disabled run with another seed. Records (with `"arm"`) are
-    appended to `opts.out`; re-running resumes.
-    """
+def _arm_library(opts: RunOptions, specs: list, unsafe_reason: str | None,
+                 ) -> tuple[SkillIndex, SkillIndex | None, list[str]]:
+    """The arms' options checked and their library: (index, index without --prune's skills, warnings)."""
     from ..library import load_library
-    from .arms import (
-        ArmTool,
-        arm_seed,
-        arm_units,
-        base_models,
-        mask_draw,
-        parse_arms,
-        read_base,
-        replay_turns,
-    )
-    from .taskrun import _view
 
-    specs = parse_arms(opts.arms or "")
-    unsafe_reason = _unsafe_reason(opts)
     if not opts.base:
         raise InputError("--arms needs --base: the log whose enabled runs the arms replay")
     if opts.epochs != 1:
@@ -539,7 +521,15 @@ def run_arms(opts: RunOptions, quiet: bool = False,
         pruned_index = SkillIndex(library, set(opts.prune))
         if pruned_index.unknown_excluded:
             raise InputError(f"--prune: not in the library: {', '.join(pruned_index.unknown_excluded)}")
-    model_label = opts.model_label or opts.agent.model
+    return index, pruned_index, warnings
+
+
+def _arm_pairs(opts: RunOptions, index: SkillIndex, model_label: str,
+               warnings: list[str]) -> tuple[dict[Any, Any], dict[str, Task]]:
+    """The base log's complete pairs the arms replay, checked against this run's settings and kept
+    to --task-id and --shard, and their tasks; skills edited since the base run go to `warnings`."""
+    from .arms import base_models, read_base
+
     pairs = read_base(opts.base, model_label, opts.benchmark)
     if not pairs:
         seen = ", ".join(f"{m}/{b}" for m, b in sorted(base_models(opts.base))) or "none"
@@ -565,6 +555,25 @@ def run_arms(opts: RunOptions, quiet: bool = False,
     if opts.shard is not None:
         keep = set(shard_tasks(sorted({k[0] for k in pairs}), opts.shard))  # type: ignore[arg-type]
         pairs = {k: v for k, v in pairs.items() if k[0] in keep}
+    return pairs, tasks
+
+
+def run_arms(opts: RunOptions, quiet: bool = False,
+             on_record: Callable[[dict[str, Any]], None] | None = None) -> RunSummary:
+    """Run the counterfactual arms (`opts.arms`) of the pairs logged in `opts.base` (DESIGN §3.1b).
+
+    Enabled arms replay each S_call pair's enabled tool call(s) and change only the tool's result;
+    `replicate` re-runs every pair's disabled run with another seed. Records (with `"arm"`) are
+    appended to `opts.out`; re-running resumes.
+    """
+    from .arms import ArmTool, arm_seed, arm_units, mask_draw, parse_arms, replay_turns
+    from .taskrun import _view
+
+    specs = parse_arms(opts.arms or "")
+    unsafe_reason = _unsafe_reason(opts)
+    index, pruned_index, warnings = _arm_library(opts, specs, unsafe_reason)
+    model_label = opts.model_label or opts.agent.model
+    pairs, tasks = _arm_pairs(opts, index, model_label, warnings)
 
     out = Path(opts.out)
     done = _prepare_output(out, opts.retry_errors)
