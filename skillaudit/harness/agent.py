@@ -339,6 +339,135 @@ def _execute(index: SkillIndex | None, call: ToolCall, shown: set[str], tool: To
     return ret, render_result(index, ret, shown)
 
 
+def _model_turn(client: ChatClient, cfg: AgentConfig, task, messages: list[dict[str, Any]], spec: dict[str, Any],
+                seed: int, enabled: bool, ep: Episode, calls: int) -> tuple[str, list[Any], list[ToolCall]]:
+    """Ask the model for its next turn: (content, native tool calls, the calls found in either)."""
+    body: dict[str, Any] = {
+        "model": cfg.model, "messages": messages, "temperature": cfg.temperature,
+        "max_tokens": cfg.max_tokens, "seed": seed, **cfg.extra_body,
+    }
+    if cfg.top_p is not None:
+        body["top_p"] = cfg.top_p
+    force = enabled and ep.turns == 0 and cfg.tool_choice == "required"
+    prefill = ""
+    if cfg.tool_mode == "chatml":
+        # raw ChatML over /v1/completions: no server chat template in the way; a forced call is
+        # a prefilled `<tool_call>` whose query the model writes
+        if force:
+            prefill = FORCED_PREFILL
+        elif not enabled or calls >= cfg.max_calls:
+            prefill = ANSWER_PREFILL["code" if task.is_code else "math"]
+        body.pop("messages")
+        shown_msgs = messages
+        if enabled and calls >= cfg.max_calls:
+            # no searches left: the tool definition is withdrawn, so the answer turn differs
+            # from the disabled run only by the skills it retrieved
+            shown_msgs = [{"role": "system", "content": system_prompt(task.is_code, False, cfg)},
+                          *messages[1:]]
+        body["prompt"] = render_chatml(shown_msgs) + prefill
+        # a forced call ends at the query's closing quote: the model writes the query only
+        body["stop"] = [*CHATML_STOP, '"'] if force else CHATML_STOP
+        if prefill == ANSWER_PREFILL["code"]:
+            body["stop"] = [*CHATML_STOP, "\n```"]  # the code block is the answer
+        data = client.complete(body)
+    else:
+        if cfg.tool_mode == "text":
+            body["stop"] = STOP_TEXT
+        elif enabled and calls < cfg.max_calls:
+            body["tools"] = [spec]
+            body["tool_choice"] = "auto"
+        if force:
+            # OpenAI-style forced call: the model must call search_skills and writes the query
+            body["tools"] = [spec]
+            body["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
+        data = client.chat(body)
+    ep.turns += 1
+    usage = data.get("usage") or {}
+    for k in ("prompt_tokens", "completion_tokens"):
+        if isinstance(usage.get(k), int):
+            ep.usage[k] += usage[k]
+    choice = data["choices"][0]
+    msg = choice.get("message") or {}
+    content = msg.get("content") or ""
+    if cfg.tool_mode == "chatml":
+        content = prefill + (choice.get("text") or "")
+        if force:
+            content += '"}}\n</tool_call>'
+    if cfg.unescape_html:
+        import html
+
+        content = html.unescape(content)
+    ep.finish_reason = choice.get("finish_reason")
+    native = msg.get("tool_calls") or []
+    calls_found: list[ToolCall] = []
+    for tc in native:
+        fn = (tc or {}).get("function") or {}
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = None
+        calls_found.append(ToolCall(fn.get("name"), args, json.dumps(fn), tc.get("id")))
+    if not calls_found and enabled:
+        if cfg.tool_mode in ("text", "chatml") and ep.finish_reason == "stop" and "<tool_call>" in content \
+                and "</tool_call>" not in content:
+            content += "</tool_call>"  # the stop sequence is not echoed back
+        calls_found = parse_text_tool_calls(content)
+    return content, native, calls_found
+
+
+def _answer_calls(index: SkillIndex | None, calls_found: list[ToolCall], shown: set[str], tool: Tool | None,
+                  cfg: AgentConfig, ep: Episode, calls: int) -> tuple[list[str], int]:
+    """The tool's answer to each call of a turn (refused beyond cfg.max_calls): (texts, calls so far)."""
+    if calls >= cfg.max_calls:
+        ep.refused_calls += len(calls_found)
+        results = [LIMIT_REACHED] * len(calls_found)
+    else:
+        results = []
+        for call in calls_found:
+            if calls >= cfg.max_calls:
+                ep.refused_calls += 1
+                results.append(LIMIT_REACHED)
+                continue
+            calls += 1
+            ret, text = _execute(index, call, shown, tool, cfg.top_k)
+            if call.name is None or ret.error == "invalid arguments: expected a JSON object":
+                ep.malformed_calls += 1
+            ep.retrievals.append(ret)
+            results.append(text)
+    return results, calls
+
+
+def _feed_back(messages: list[dict[str, Any]], cfg: AgentConfig, content: str, native: list[Any],
+               calls_found: list[ToolCall], results: list[str], calls: int) -> str:
+    """Give the model its calls' results in the conversation the tool mode uses; the turn's content
+    as the conversation now holds it."""
+    if native and cfg.tool_mode == "native":
+        messages.append({"role": "assistant", "content": content or None, "tool_calls": native})
+        for tc, text in zip(native, results, strict=False):
+            messages.append({"role": "tool", "tool_call_id": tc.get("id"), "content": text})
+    elif cfg.tool_mode == "chatml":
+        # chatml mode keeps one user turn: the task, then every search and its skills. Small
+        # models shown their own earlier <tool_call> turn tend to repeat it instead of answering.
+        found = "\n".join(
+            f"search_skills({json.dumps((c.arguments or {}).get('query') if isinstance(c.arguments, dict) else None)}) returned:\n{t}"
+            for c, t in zip(calls_found, results, strict=False))
+        messages[1] = {"role": "user", "content": messages[1]["content"] + "\n\n" + found
+                       + "\n\n" + (FINAL_NUDGE if calls >= cfg.max_calls else AGAIN_NUDGE)}
+    else:
+        if native:  # a forced native call continued in text mode: write it as text
+            content = "\n".join(
+                "<tool_call>\n" + json.dumps({"name": c.name, "arguments": c.arguments}) + "\n</tool_call>"
+                for c in calls_found)
+        messages.append({"role": "assistant", "content": content})
+        # Qwen/Hermes format: tool results come back in a user turn, which every chat template renders
+        messages.append({"role": "user", "content": "\n".join(
+            f"<tool_response>\n{t}\n</tool_response>" for t in results) + "\n\n" + (
+            FINAL_NUDGE if calls >= cfg.max_calls else AGAIN_NUDGE)})
+    return content
+
+
 def run_episode(
     client: ChatClient,
     cfg: AgentConfig,
@@ -376,78 +505,7 @@ def run_episode(
             ep.turns += 1
             ep.replayed += 1
         else:
-            body: dict[str, Any] = {
-                "model": cfg.model, "messages": messages, "temperature": cfg.temperature,
-                "max_tokens": cfg.max_tokens, "seed": seed, **cfg.extra_body,
-            }
-            if cfg.top_p is not None:
-                body["top_p"] = cfg.top_p
-            force = enabled and ep.turns == 0 and cfg.tool_choice == "required"
-            prefill = ""
-            if cfg.tool_mode == "chatml":
-                # raw ChatML over /v1/completions: no server chat template in the way; a forced call is
-                # a prefilled `<tool_call>` whose query the model writes
-                if force:
-                    prefill = FORCED_PREFILL
-                elif not enabled or calls >= cfg.max_calls:
-                    prefill = ANSWER_PREFILL["code" if task.is_code else "math"]
-                body.pop("messages")
-                shown_msgs = messages
-                if enabled and calls >= cfg.max_calls:
-                    # no searches left: the tool definition is withdrawn, so the answer turn differs
-                    # from the disabled run only by the skills it retrieved
-                    shown_msgs = [{"role": "system", "content": system_prompt(task.is_code, False, cfg)},
-                                  *messages[1:]]
-                body["prompt"] = render_chatml(shown_msgs) + prefill
-                # a forced call ends at the query's closing quote: the model writes the query only
-                body["stop"] = [*CHATML_STOP, '"'] if force else CHATML_STOP
-                if prefill == ANSWER_PREFILL["code"]:
-                    body["stop"] = [*CHATML_STOP, "\n```"]  # the code block is the answer
-                data = client.complete(body)
-            else:
-                if cfg.tool_mode == "text":
-                    body["stop"] = STOP_TEXT
-                elif enabled and calls < cfg.max_calls:
-                    body["tools"] = [spec]
-                    body["tool_choice"] = "auto"
-                if force:
-                    # OpenAI-style forced call: the model must call search_skills and writes the query
-                    body["tools"] = [spec]
-                    body["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
-                data = client.chat(body)
-            ep.turns += 1
-            usage = data.get("usage") or {}
-            for k in ("prompt_tokens", "completion_tokens"):
-                if isinstance(usage.get(k), int):
-                    ep.usage[k] += usage[k]
-            choice = data["choices"][0]
-            msg = choice.get("message") or {}
-            content = msg.get("content") or ""
-            if cfg.tool_mode == "chatml":
-                content = prefill + (choice.get("text") or "")
-                if force:
-                    content += '"}}\n</tool_call>'
-            if cfg.unescape_html:
-                import html
-
-                content = html.unescape(content)
-            ep.finish_reason = choice.get("finish_reason")
-            native = msg.get("tool_calls") or []
-            calls_found: list[ToolCall] = []
-            for tc in native:
-                fn = (tc or {}).get("function") or {}
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    try:
-                        args = json.loads(args)
-                    except ValueError:
-                        args = None
-                calls_found.append(ToolCall(fn.get("name"), args, json.dumps(fn), tc.get("id")))
-            if not calls_found and enabled:
-                if cfg.tool_mode in ("text", "chatml") and ep.finish_reason == "stop" and "<tool_call>" in content \
-                        and "</tool_call>" not in content:
-                    content += "</tool_call>"  # the stop sequence is not echoed back
-                calls_found = parse_text_tool_calls(content)
+            content, native, calls_found = _model_turn(client, cfg, task, messages, spec, seed, enabled, ep, calls)
         if not enabled or not calls_found:
             ep.answer_text = content
             break
@@ -455,44 +513,8 @@ def run_episode(
         ep.call_turns.append({"content": content,
                               "calls": [{"name": c.name, "arguments": c.arguments} for c in calls_found],
                               **({"tool_calls": native} if native else {})})
-        if calls >= cfg.max_calls:
-            ep.refused_calls += len(calls_found)
-            results = [LIMIT_REACHED] * len(calls_found)
-        else:
-            results = []
-            for call in calls_found:
-                if calls >= cfg.max_calls:
-                    ep.refused_calls += 1
-                    results.append(LIMIT_REACHED)
-                    continue
-                calls += 1
-                ret, text = _execute(index, call, shown, tool, cfg.top_k)
-                if call.name is None or ret.error == "invalid arguments: expected a JSON object":
-                    ep.malformed_calls += 1
-                ep.retrievals.append(ret)
-                results.append(text)
-        if native and cfg.tool_mode == "native":
-            messages.append({"role": "assistant", "content": content or None, "tool_calls": native})
-            for tc, text in zip(native, results, strict=False):
-                messages.append({"role": "tool", "tool_call_id": tc.get("id"), "content": text})
-        elif cfg.tool_mode == "chatml":
-            # chatml mode keeps one user turn: the task, then every search and its skills. Small
-            # models shown their own earlier <tool_call> turn tend to repeat it instead of answering.
-            found = "\n".join(
-                f"search_skills({json.dumps((c.arguments or {}).get('query') if isinstance(c.arguments, dict) else None)}) returned:\n{t}"
-                for c, t in zip(calls_found, results, strict=False))
-            messages[1] = {"role": "user", "content": messages[1]["content"] + "\n\n" + found
-                           + "\n\n" + (FINAL_NUDGE if calls >= cfg.max_calls else AGAIN_NUDGE)}
-        else:
-            if native:  # a forced native call continued in text mode: write it as text
-                content = "\n".join(
-                    "<tool_call>\n" + json.dumps({"name": c.name, "arguments": c.arguments}) + "\n</tool_call>"
-                    for c in calls_found)
-            messages.append({"role": "assistant", "content": content})
-            # Qwen/Hermes format: tool results come back in a user turn, which every chat template renders
-            messages.append({"role": "user", "content": "\n".join(
-                f"<tool_response>\n{t}\n</tool_response>" for t in results) + "\n\n" + (
-                FINAL_NUDGE if calls >= cfg.max_calls else AGAIN_NUDGE)})
+        results, calls = _answer_calls(index, calls_found, shown, tool, cfg, ep, calls)
+        content = _feed_back(messages, cfg, content, native, calls_found, results, calls)
         ep.answer_text = strip_tool_calls(content)
     ep.latency_s = time.monotonic() - start
     return ep
