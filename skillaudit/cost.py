@@ -81,67 +81,208 @@ def _shown(rec: dict[str, Any]) -> list[str]:
     return out
 
 
-def _usage(rec: dict[str, Any]) -> tuple[int, int] | None:
-    u = (rec.get("meta") or {}).get("usage")
+def _mean(xs: Any) -> float | None:
+    return round(float(np.mean(xs)), 2) if len(xs) else None
+
+
+def _usage_of(u: Any) -> tuple[int, int] | None:
     if not isinstance(u, dict) or not isinstance(u.get("prompt_tokens"), int):
         return None
     return int(u["prompt_tokens"]), int(u.get("completion_tokens") or 0)
 
 
-def _mean(xs: Sequence[float]) -> float | None:
-    return round(float(np.mean(xs)), 2) if xs else None
+_COND = {"enabled": 0, "disabled": 1}  # any other condition: 2 (such a record is in no pair here)
+
+
+class CostTable:
+    """The fields the cost figures read of main records, as columns, in reading order.
+
+    Per record: its pair key (model, benchmark, task_id, epoch, as logged: a missing model is
+    None), condition, correct, prompt and completion tokens (`meta.usage`), latency
+    (`meta.latency_s`), and for enabled records the skills shown in full (calls without an
+    error). Arm and error records are left out. `load_inputs(cost=True)` fills one while it reads
+    the logs (`add`, `add_block`); `skill_costs` fills one from dicts (`add_record`). `freeze`
+    turns the columns into arrays (what `report` reads; nothing can be added after).
+    """
+
+    frozen: dict[str, Any] | None = None
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[Any, Any, Any, Any], int] = {}  # pair key -> slot, first-seen order
+        self.slot: list[int] = []
+        self.cond: list[int] = []
+        self.correct: list[bool] = []
+        self.usage: list[tuple[int, int] | None] = []
+        self.latency: list[float] = []  # nan: not logged
+        self.shown_rec: list[int] = []  # (record, skill) of each skill shown, flat
+        self.shown_skill: list[int] = []
+        self.skills: dict[str, int] = {}  # skill id -> column
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def add(self, model: Any, benchmark: Any, task_id: Any, epoch: Any, condition: Any, correct: Any,
+            meta: Any, shown: list[str] | None) -> None:
+        """One main record's fields, as `skill_costs` reads them of a dict."""
+        keys = self.keys
+        key = (model, benchmark, task_id, epoch)
+        slot = keys.get(key)
+        if slot is None:
+            slot = keys[key] = len(keys)
+        cond = _COND.get(str(condition), 2)
+        if not isinstance(meta, dict):
+            meta = {}
+        lat = meta.get("latency_s")
+        if shown and cond == 0:
+            rec, skills = len(self.slot), self.skills
+            for sid in shown:
+                col = skills.get(sid)
+                if col is None:
+                    col = skills[sid] = len(skills)
+                self.shown_rec.append(rec)
+                self.shown_skill.append(col)
+        self.slot.append(slot)
+        self.cond.append(cond)
+        self.correct.append(bool(correct))
+        self.usage.append(_usage_of(meta.get("usage")))
+        self.latency.append(float(lat) if isinstance(lat, (int, float)) else np.nan)
+
+    def add_block(self, recs: list[Any]) -> None:
+        """Records decoded into objects with the fields as attributes (`meta` an object with
+        `usage` and `latency_s`, or None; `shown` the skills shown, or None): `add` for many."""
+        main = [r for r in recs if r.arm is None and r.error is None]
+        keys, skills = self.keys, self.skills
+        base = len(self.slot)
+        self.slot += [keys.setdefault((r.model, r.benchmark, r.task_id, r.epoch), len(keys)) for r in main]
+        conds = [_COND.get(str(r.condition), 2) for r in main]
+        self.cond += conds
+        self.correct += [bool(r.correct) for r in main]
+        metas = [r.meta for r in main]
+        self.usage += [None if m is None else _usage_of(m.usage) for m in metas]
+        self.latency += [np.nan if m is None or not isinstance(m.latency_s, (int, float)) else float(m.latency_s)
+                         for m in metas]
+        for k, r in enumerate(main):
+            if conds[k] == 0 and r.shown:
+                for sid in r.shown:
+                    col = skills.get(sid)
+                    if col is None:
+                        col = skills[sid] = len(skills)
+                    self.shown_rec.append(base + k)
+                    self.shown_skill.append(col)
+
+    def add_record(self, rec: dict[str, Any]) -> None:
+        """A record as a dict (arm and error records are skipped)."""
+        if rec.get("arm") is not None or rec.get("error") is not None:
+            return
+        cond = rec.get("condition")
+        self.add(rec.get("model"), rec.get("benchmark"), rec.get("task_id"), rec.get("epoch", 1), cond,
+                 rec.get("correct"), rec.get("meta") or {}, _shown(rec) if str(cond) == "enabled" else None)
+
+    def extend(self, other: CostTable) -> None:
+        """Append the records of `other` (read after these)."""
+        slot_of = [self.keys.setdefault(k, len(self.keys)) for k in other.keys]
+        col_of = [self.skills.setdefault(k, len(self.skills)) for k in other.skills]
+        base = len(self.slot)
+        self.slot += [slot_of[s] for s in other.slot]
+        self.shown_rec += [base + r for r in other.shown_rec]
+        self.shown_skill += [col_of[c] for c in other.shown_skill]
+        self.cond += other.cond
+        self.correct += other.correct
+        self.usage += other.usage
+        self.latency += other.latency
+
+    def freeze(self) -> CostTable:
+        """The columns as arrays; each pair's model and benchmark as ids into small vocabularies."""
+        if self.frozen is not None:
+            return self
+        groups: dict[tuple[Any, Any], int] = {}  # (model, benchmark) as logged -> id
+        group = [groups.setdefault((k[0], k[1]), len(groups)) for k in self.keys]
+        n_slots = len(self.keys)
+        slot, cond = np.array(self.slot, dtype=np.int64), np.array(self.cond, dtype=np.int8)
+        en_rec, dis_rec = np.full(n_slots, -1, np.int64), np.full(n_slots, -1, np.int64)
+        for rec_of, c in ((en_rec, 0), (dis_rec, 1)):
+            at = np.flatnonzero(cond == c)
+            rec_of[slot[at]] = at
+        self.frozen = {
+            "groups": list(groups), "group": np.array(group, dtype=np.int64), "en_rec": en_rec, "dis_rec": dis_rec,
+            "correct": np.array(self.correct, dtype=bool),
+            "has_u": np.array([u is not None for u in self.usage], dtype=bool),
+            "tok": np.array([u if u is not None else (0, 0) for u in self.usage], dtype=np.int64).reshape(-1, 2),
+            "lat": np.array(self.latency, dtype=np.float64), "n_rec": len(self.slot),
+            "shown_rec": np.array(self.shown_rec, dtype=np.int64),
+            "shown_skill": np.array(self.shown_skill, dtype=np.int64), "skills": list(self.skills),
+        }
+        self.keys, self.slot, self.cond, self.correct, self.usage, self.latency = {}, [], [], [], [], []
+        self.shown_rec, self.shown_skill, self.skills = [], [], {}
+        return self
+
+    def models(self) -> list[str]:
+        """The models of the records, as `str` of what they log (sorted)."""
+        return sorted({str(m) for m, _ in self.freeze().frozen["groups"]})  # type: ignore[index]
+
+    def report(self, skill_chars: dict[str, int], keep: Any = None) -> CostReport:
+        """Cost figures of the pairs whose (model, benchmark), as logged, `keep(model, benchmark)`
+        accepts (None: all)."""
+        f: dict[str, Any] = self.freeze().frozen  # type: ignore[assignment]
+        en_rec, dis_rec = f["en_rec"], f["dis_rec"]
+        both = (en_rec >= 0) & (dis_rec >= 0)
+        if keep is not None:
+            both &= np.array([bool(keep(m, b)) for m, b in f["groups"]], dtype=bool)[f["group"]]
+        full = np.flatnonzero(both)  # pairs in first-seen order
+        en, dis = en_rec[full], dis_rec[full]
+        has_u, tok, lat = f["has_u"], f["tok"], f["lat"]
+        per_cond: dict[str, dict[str, float | None]] = {}
+        for name, recs in (("enabled", en), ("disabled", dis)):
+            used = recs[has_u[recs]]
+            la = lat[recs]
+            per_cond[name] = {"prompt_tokens": _mean(tok[used, 0]), "completion_tokens": _mean(tok[used, 1]),
+                              "latency_s": _mean(la[~np.isnan(la)])}
+        # characters of skill text each pair's enabled run was shown
+        chars_of = np.array([skill_chars.get(s, 0) for s in f["skills"]], dtype=np.int64)
+        pair_of = np.full(f["n_rec"], -1, np.int64)
+        pair_of[en] = np.arange(full.size)
+        sp = pair_of[f["shown_rec"]]
+        sel = sp >= 0
+        sp, ss = sp[sel], f["shown_skill"][sel]
+        chars = np.zeros(full.size, np.int64)
+        np.add.at(chars, sp, chars_of[ss])
+        reg = np.flatnonzero(has_u[en] & has_u[dis])
+        x = np.column_stack([np.ones(reg.size), chars[reg].astype(np.float64),
+                             tok[dis[reg], 0].astype(np.float64)])
+        y = (tok[en[reg], 0] - tok[dis[reg], 0]).astype(np.float64)
+        rate = None
+        method = ("usage deltas: enabled minus disabled prompt tokens regressed on the characters of skill text "
+                  "shown (and the disabled prompt), tokens = rate x the skill's rendered characters")
+        if reg.size >= 5 and np.unique(x[:, 1]).size >= 3:
+            coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+            rate = float(coef[1]) if coef[1] > 0 else None
+        if rate is None:
+            method += (" (not estimable: fewer than 5 pairs with usage, or too little variation in the skill text "
+                       "shown)")
+        ok = f["correct"]
+        en_ok, dis_ok = ok[en], ok[dis]
+        n_cols = len(f["skills"])
+        injections = np.bincount(ss, minlength=n_cols)
+        b = np.bincount(ss, weights=(en_ok & ~dis_ok)[sp], minlength=n_cols).astype(np.int64)
+        c = np.bincount(ss, weights=(dis_ok & ~en_ok)[sp], minlength=n_cols).astype(np.int64)
+        shown = {s: i for i, s in enumerate(f["skills"]) if injections[i]}
+        skills = []
+        for sid in sorted(set(skill_chars) | set(shown)):
+            i = shown.get(sid)
+            n, nb, nc = (0, 0, 0) if i is None else (int(injections[i]), int(b[i]), int(c[i]))
+            ch = skill_chars.get(sid, 0)
+            skills.append(SkillCost(sid, ch, rate * ch if rate is not None and ch else None, n, nb, nc))
+        skills.sort(key=lambda s: -(s.tokens_per_injection or 0) * max(s.injections, 1))
+        return CostReport(method=method, tokens_per_char=rate, n_pairs=int(full.size),
+                          n_pairs_with_usage=int(reg.size), per_condition=per_cond, skills=tuple(skills))
 
 
 def skill_costs(records: Iterable[dict[str, Any]], skill_chars: dict[str, int]) -> CostReport:
     """Cost figures from main-pair records (arm and error records are skipped)."""
-    pairs: dict[tuple, dict[str, dict[str, Any]]] = {}
+    table = CostTable()
     for rec in records:
-        if rec.get("arm") is not None or rec.get("error") is not None:
-            continue
-        key = (rec.get("model"), rec.get("benchmark"), rec.get("task_id"), rec.get("epoch", 1))
-        pairs.setdefault(key, {})[str(rec.get("condition"))] = rec
-    full = [p for p in pairs.values() if "enabled" in p and "disabled" in p]
-    per_cond: dict[str, dict[str, float | None]] = {}
-    for cond in ("enabled", "disabled"):
-        us = [_usage(p[cond]) for p in full]
-        lat = [float((p[cond].get("meta") or {}).get("latency_s")) for p in full
-               if isinstance((p[cond].get("meta") or {}).get("latency_s"), (int, float))]
-        per_cond[cond] = {"prompt_tokens": _mean([u[0] for u in us if u]),
-                          "completion_tokens": _mean([u[1] for u in us if u]), "latency_s": _mean(lat)}
-    rows, y = [], []
-    for p in full:
-        ue, ud = _usage(p["enabled"]), _usage(p["disabled"])
-        if ue is None or ud is None:
-            continue
-        chars = sum(skill_chars.get(s, 0) for s in _shown(p["enabled"]))
-        rows.append([1.0, float(chars), float(ud[0])])
-        y.append(float(ue[0] - ud[0]))
-    rate = None
-    method = ("usage deltas: enabled minus disabled prompt tokens regressed on the characters of skill text "
-              "shown (and the disabled prompt), tokens = rate x the skill's rendered characters")
-    if len(rows) >= 5 and len({r[1] for r in rows}) >= 3:
-        coef, *_ = np.linalg.lstsq(np.array(rows), np.array(y), rcond=None)
-        rate = float(coef[1]) if coef[1] > 0 else None
-    if rate is None:
-        method += (" (not estimable: fewer than 5 pairs with usage, or too little variation in the skill text "
-                   "shown)")
-    counts: dict[str, list[int]] = {}
-    for p in full:
-        en_ok, dis_ok = bool(p["enabled"].get("correct")), bool(p["disabled"].get("correct"))
-        for s in _shown(p["enabled"]):
-            c = counts.setdefault(s, [0, 0, 0])
-            c[0] += 1
-            c[1] += en_ok and not dis_ok
-            c[2] += dis_ok and not en_ok
-    skills = []
-    for sid in sorted(set(skill_chars) | set(counts)):
-        n, b, c = counts.get(sid, [0, 0, 0])
-        chars = skill_chars.get(sid, 0)
-        tok = rate * chars if rate is not None and chars else None
-        skills.append(SkillCost(sid, chars, tok, n, b, c))
-    skills.sort(key=lambda s: -(s.tokens_per_injection or 0) * max(s.injections, 1))
-    return CostReport(method=method, tokens_per_char=rate, n_pairs=len(full), n_pairs_with_usage=len(rows),
-                      per_condition=per_cond, skills=tuple(skills))
+        table.add_record(rec)
+    return table.report(skill_chars)
 
 
 def library_chars(library: Any) -> dict[str, int]:
@@ -184,17 +325,20 @@ def cost_sentence(cost: SkillCost) -> str | None:
             f"for no measurable gain (b={cost.b}, c={cost.c})")
 
 
-def cost_by_model(paths: Sequence[str], library: Any) -> dict[str, Any] | None:
+def cost_by_model(paths: Sequence[str], library: Any, table: CostTable | None = None) -> dict[str, Any] | None:
     """`{"schema", "method", "models": {model: skillaudit.cost/v1}}` for the audit (None when the logs
-    are standard input or carry no usage); each model's own usage deltas (tokenizers differ)."""
-    if library is None or "-" in paths:
+    are standard input or carry no usage); each model's own usage deltas (tokenizers differ).
+    `table`: the logs' cost fields when already read (`Inputs.cost_table`); else the logs are read."""
+    if library is None or (table is None and "-" in paths):
         return None
-    recs = read_records(paths)
+    if table is None:
+        table = CostTable()
+        for rec in read_records(paths):
+            table.add_record(rec)
     chars = library_chars(library)
-    models = sorted({str(r.get("model")) for r in recs if r.get("arm") is None})
     out = {}
-    for m in models:
-        rep = skill_costs([r for r in recs if str(r.get("model")) == m], chars)
+    for m in table.models():
+        rep = table.report(chars, keep=lambda model, _, m=m: str(model) == m)
         if rep.n_pairs_with_usage:
             out[m] = rep.to_dict()
     if not out:
