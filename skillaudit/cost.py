@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -91,134 +92,171 @@ def _usage_of(u: Any) -> tuple[int, int] | None:
     return int(u["prompt_tokens"]), int(u.get("completion_tokens") or 0)
 
 
-_COND = {"enabled": 0, "disabled": 1}  # any other condition: 2 (such a record is in no pair here)
+def _latency_of(meta: Any) -> float:
+    lat = None if meta is None else meta.latency_s
+    return float(lat) if isinstance(lat, (int, float)) else np.nan
+
+
+class _Ids(dict):
+    """Values (any hashable) -> ids in first-seen order."""
+
+    def __missing__(self, key: Any) -> int:
+        value = self[key] = len(self)
+        return value
+
+
+class _Cond(dict):
+    def __missing__(self, key: Any) -> int:
+        return 2  # any other condition: such a record is in no pair here
+
+
+_COND = _Cond(enabled=0, disabled=1)
+_FIELDS = ("model", "benchmark", "task_id", "epoch", "condition", "correct")
+_GET = {f: attrgetter(f) for f in (*_FIELDS, "meta")}
+
+
+class _Meta:
+    __slots__ = ("latency_s", "usage")
+
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.usage, self.latency_s = meta.get("usage"), meta.get("latency_s")
+
+
+class _Rec:
+    """A record read as a dict, shaped like skillaudit.inputs' typed records."""
+
+    __slots__ = (*_FIELDS, "arm", "error", "meta", "shown")
+
+    def __init__(self, rec: dict[str, Any]) -> None:
+        self.arm, self.error = rec.get("arm"), rec.get("error")
+        self.model, self.benchmark, self.task_id = rec.get("model"), rec.get("benchmark"), rec.get("task_id")
+        self.epoch, self.condition, self.correct = rec.get("epoch", 1), rec.get("condition"), rec.get("correct")
+        meta = rec.get("meta") or {}
+        self.meta = _Meta(meta if isinstance(meta, dict) else {})
+        self.shown = _shown(rec) if str(self.condition) == "enabled" else None
 
 
 class CostTable:
     """The fields the cost figures read of main records, as columns, in reading order.
 
     Per record: its pair key (model, benchmark, task_id, epoch, as logged: a missing model is
-    None), condition, correct, prompt and completion tokens (`meta.usage`), latency
-    (`meta.latency_s`), and for enabled records the skills shown in full (calls without an
-    error). Arm and error records are left out. `load_inputs(cost=True)` fills one while it reads
-    the logs (`add`, `add_block`); `skill_costs` fills one from dicts (`add_record`). `freeze`
-    turns the columns into arrays (what `report` reads; nothing can be added after).
+    None, not "default"), condition, correct, prompt and completion tokens (`meta.usage`),
+    latency (`meta.latency_s`), and for enabled records the skills shown in full (calls without
+    an error). Arm and error records are left out. `load_inputs(cost=True)` fills one while it
+    reads the logs (`add_block`); `skill_costs` fills one from dicts (`add_record`). `freeze`
+    joins the columns into arrays and numbers the pairs (what `report` reads).
     """
 
     frozen: dict[str, Any] | None = None
 
     def __init__(self) -> None:
-        self.keys: dict[tuple[Any, Any, Any, Any], int] = {}  # pair key -> slot, first-seen order
-        self.slot: list[int] = []
-        self.cond: list[int] = []
-        self.correct: list[bool] = []
-        self.usage: list[tuple[int, int] | None] = []
-        self.latency: list[float] = []  # nan: not logged
-        self.shown_rec: list[int] = []  # (record, skill) of each skill shown, flat
-        self.shown_skill: list[int] = []
-        self.skills: dict[str, int] = {}  # skill id -> column
+        self.ids = {f: _Ids() for f in ("model", "benchmark", "task_id")}  # raw values -> ids
+        self.skills = _Ids()
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("m", "b", "t", "e", "cond", "ok", "hu", "tok",
+                                                                  "lat", "srec", "sskill")}
+        self.n = 0
+        self._pending: list[_Rec] = []
 
     def __len__(self) -> int:
-        return len(self.slot)
-
-    def add(self, model: Any, benchmark: Any, task_id: Any, epoch: Any, condition: Any, correct: Any,
-            meta: Any, shown: list[str] | None) -> None:
-        """One main record's fields, as `skill_costs` reads them of a dict."""
-        keys = self.keys
-        key = (model, benchmark, task_id, epoch)
-        slot = keys.get(key)
-        if slot is None:
-            slot = keys[key] = len(keys)
-        cond = _COND.get(str(condition), 2)
-        if not isinstance(meta, dict):
-            meta = {}
-        lat = meta.get("latency_s")
-        if shown and cond == 0:
-            rec, skills = len(self.slot), self.skills
-            for sid in shown:
-                col = skills.get(sid)
-                if col is None:
-                    col = skills[sid] = len(skills)
-                self.shown_rec.append(rec)
-                self.shown_skill.append(col)
-        self.slot.append(slot)
-        self.cond.append(cond)
-        self.correct.append(bool(correct))
-        self.usage.append(_usage_of(meta.get("usage")))
-        self.latency.append(float(lat) if isinstance(lat, (int, float)) else np.nan)
+        self._flush()
+        return self.n
 
     def add_block(self, recs: list[Any]) -> None:
-        """Records decoded into objects with the fields as attributes (`meta` an object with
-        `usage` and `latency_s`, or None; `shown` the skills shown, or None): `add` for many."""
+        """Records decoded into objects with the fields as attributes (`meta`: an object with
+        `usage` and `latency_s`, or None; `shown`: the skills shown in full, or None)."""
+        self._flush()
+        self._add(recs)
+
+    def _add(self, recs: list[Any]) -> None:
         main = [r for r in recs if r.arm is None and r.error is None]
-        keys, skills = self.keys, self.skills
-        base = len(self.slot)
-        self.slot += [keys.setdefault((r.model, r.benchmark, r.task_id, r.epoch), len(keys)) for r in main]
-        conds = [_COND.get(str(r.condition), 2) for r in main]
-        self.cond += conds
-        self.correct += [bool(r.correct) for r in main]
-        metas = [r.meta for r in main]
-        self.usage += [None if m is None else _usage_of(m.usage) for m in metas]
-        self.latency += [np.nan if m is None or not isinstance(m.latency_s, (int, float)) else float(m.latency_s)
-                         for m in metas]
+        n = len(main)
+        if not n:
+            return
+        c, ids = self.cols, self.ids
+        for col, f in (("m", "model"), ("b", "benchmark"), ("t", "task_id")):
+            c[col].append(np.fromiter(map(ids[f].__getitem__, map(_GET[f], main)), np.int64, n))
+        c["e"].append(np.fromiter(map(_GET["epoch"], main), np.int64, n))
+        cond = np.fromiter(map(_COND.__getitem__, map(str, map(_GET["condition"], main))), np.int8, n)
+        c["cond"].append(cond)
+        c["ok"].append(np.fromiter(map(bool, map(_GET["correct"], main)), bool, n))
+        metas = list(map(_GET["meta"], main))
+        usage = [None if m is None or m.usage is None else _usage_of(m.usage) for m in metas]
+        c["hu"].append(np.fromiter((u is not None for u in usage), bool, n))
+        c["tok"].append(np.array([u or (0, 0) for u in usage], dtype=np.int64).reshape(n, 2))
+        c["lat"].append(np.fromiter(map(_latency_of, metas), np.float64, n))
+        skills = self.skills
+        rec, col = [], []
         for k, r in enumerate(main):
-            if conds[k] == 0 and r.shown:
-                for sid in r.shown:
-                    col = skills.get(sid)
-                    if col is None:
-                        col = skills[sid] = len(skills)
-                    self.shown_rec.append(base + k)
-                    self.shown_skill.append(col)
+            if r.shown and cond[k] == 0:
+                rec += [k] * len(r.shown)
+                col += map(skills.__getitem__, r.shown)
+        c["srec"].append(np.array(rec, dtype=np.int64) + self.n)
+        c["sskill"].append(np.array(col, dtype=np.int64))
+        self.n += n
 
     def add_record(self, rec: dict[str, Any]) -> None:
         """A record as a dict (arm and error records are skipped)."""
-        if rec.get("arm") is not None or rec.get("error") is not None:
-            return
-        cond = rec.get("condition")
-        self.add(rec.get("model"), rec.get("benchmark"), rec.get("task_id"), rec.get("epoch", 1), cond,
-                 rec.get("correct"), rec.get("meta") or {}, _shown(rec) if str(cond) == "enabled" else None)
+        if rec.get("arm") is None and rec.get("error") is None:
+            self._pending.append(_Rec(rec))
+            if len(self._pending) >= 4096:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._add(pending)
 
     def extend(self, other: CostTable) -> None:
         """Append the records of `other` (read after these)."""
-        slot_of = [self.keys.setdefault(k, len(self.keys)) for k in other.keys]
-        col_of = [self.skills.setdefault(k, len(self.skills)) for k in other.skills]
-        base = len(self.slot)
-        self.slot += [slot_of[s] for s in other.slot]
-        self.shown_rec += [base + r for r in other.shown_rec]
-        self.shown_skill += [col_of[c] for c in other.shown_skill]
-        self.cond += other.cond
-        self.correct += other.correct
-        self.usage += other.usage
-        self.latency += other.latency
+        self._flush()
+        other._flush()
+        remap = {f: np.array([self.ids[f][v] for v in other.ids[f]], dtype=np.int64)
+                 for f in ("model", "benchmark", "task_id")}
+        skill_map = np.array([self.skills[s] for s in other.skills], dtype=np.int64)
+        for k, chunks in other.cols.items():
+            f = {"m": "model", "b": "benchmark", "t": "task_id"}.get(k)
+            if f is not None:
+                chunks = [remap[f][x] for x in chunks]
+            elif k == "sskill":
+                chunks = [skill_map[x] for x in chunks]
+            elif k == "srec":
+                chunks = [x + self.n for x in chunks]
+            self.cols[k] += chunks
+        self.n += other.n
 
     def freeze(self) -> CostTable:
-        """The columns as arrays; each pair's model and benchmark as ids into small vocabularies."""
+        """The columns as arrays; each pair numbered in first-seen order (`runs._slots`)."""
         if self.frozen is not None:
             return self
-        groups: dict[tuple[Any, Any], int] = {}  # (model, benchmark) as logged -> id
-        group = [groups.setdefault((k[0], k[1]), len(groups)) for k in self.keys]
-        n_slots = len(self.keys)
-        slot, cond = np.array(self.slot, dtype=np.int64), np.array(self.cond, dtype=np.int8)
-        en_rec, dis_rec = np.full(n_slots, -1, np.int64), np.full(n_slots, -1, np.int64)
+        self._flush()
+        from .runs import _slots
+
+        def joined(k: str, dtype: Any, shape: tuple[int, ...] = ()) -> np.ndarray:
+            return np.concatenate(self.cols[k]) if self.cols[k] else np.zeros((0, *shape), dtype)
+
+        r = {"m": joined("m", np.int64), "b": joined("b", np.int64), "t": joined("t", np.int64),
+             "e": joined("e", np.int64), "models": list(self.ids["model"]),
+             "benchmarks": list(self.ids["benchmark"]), "tasks": list(self.ids["task_id"])}
+        slot, first = _slots(r)
+        cond = joined("cond", np.int8)
+        en_rec, dis_rec = np.full(first.size, -1, np.int64), np.full(first.size, -1, np.int64)
         for rec_of, c in ((en_rec, 0), (dis_rec, 1)):
             at = np.flatnonzero(cond == c)
             rec_of[slot[at]] = at
         self.frozen = {
-            "groups": list(groups), "group": np.array(group, dtype=np.int64), "en_rec": en_rec, "dis_rec": dis_rec,
-            "correct": np.array(self.correct, dtype=bool),
-            "has_u": np.array([u is not None for u in self.usage], dtype=bool),
-            "tok": np.array([u if u is not None else (0, 0) for u in self.usage], dtype=np.int64).reshape(-1, 2),
-            "lat": np.array(self.latency, dtype=np.float64), "n_rec": len(self.slot),
-            "shown_rec": np.array(self.shown_rec, dtype=np.int64),
-            "shown_skill": np.array(self.shown_skill, dtype=np.int64), "skills": list(self.skills),
+            "models": r["models"], "benchmarks": r["benchmarks"], "m": r["m"][first], "b": r["b"][first],
+            "en_rec": en_rec, "dis_rec": dis_rec, "correct": joined("ok", bool), "has_u": joined("hu", bool),
+            "tok": joined("tok", np.int64, (2,)), "lat": joined("lat", np.float64), "n_rec": self.n,
+            "shown_rec": joined("srec", np.int64), "shown_skill": joined("sskill", np.int64),
+            "skills": list(self.skills),
         }
-        self.keys, self.slot, self.cond, self.correct, self.usage, self.latency = {}, [], [], [], [], []
-        self.shown_rec, self.shown_skill, self.skills = [], [], {}
+        self.cols = {k: [] for k in self.cols}
         return self
 
     def models(self) -> list[str]:
         """The models of the records, as `str` of what they log (sorted)."""
-        return sorted({str(m) for m, _ in self.freeze().frozen["groups"]})  # type: ignore[index]
+        f: dict[str, Any] = self.freeze().frozen  # type: ignore[assignment]
+        return sorted({str(f["models"][i]) for i in np.unique(f["m"]).tolist()})
 
     def report(self, skill_chars: dict[str, int], keep: Any = None) -> CostReport:
         """Cost figures of the pairs whose (model, benchmark), as logged, `keep(model, benchmark)`
@@ -226,8 +264,10 @@ class CostTable:
         f: dict[str, Any] = self.freeze().frozen  # type: ignore[assignment]
         en_rec, dis_rec = f["en_rec"], f["dis_rec"]
         both = (en_rec >= 0) & (dis_rec >= 0)
-        if keep is not None:
-            both &= np.array([bool(keep(m, b)) for m, b in f["groups"]], dtype=bool)[f["group"]]
+        if keep is not None and both.size:
+            mb, inv = np.unique(np.stack([f["m"], f["b"]], 1), axis=0, return_inverse=True)
+            ok = np.array([bool(keep(f["models"][m], f["benchmarks"][b])) for m, b in mb.tolist()], dtype=bool)
+            both &= ok[inv.ravel()]
         full = np.flatnonzero(both)  # pairs in first-seen order
         en, dis = en_rec[full], dis_rec[full]
         has_u, tok, lat = f["has_u"], f["tok"], f["lat"]

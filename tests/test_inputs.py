@@ -246,8 +246,11 @@ def _odd_records(fallback: bool) -> list[dict | str]:
 
 
 @pytest.mark.parametrize("fallback", [False, True])
-def test_cost_fields_of_every_shape(write_jsonl, fallback):
-    """The cost fields kept in the one pass give the figures the per-record reading gave."""
+def test_cost_fields_of_every_shape(write_jsonl, fallback, monkeypatch):
+    """The cost fields kept in the one pass give the figures the per-record reading gave (with
+    `fallback`, in blocks of ~2 KB: typed blocks and blocks read as dicts, in reading order)."""
+    if fallback:
+        monkeypatch.setattr(runs_mod, "_BLOCK", 2048)
     path = write_jsonl(_odd_records(fallback))
     chars = {"s0": 100, "s1": 250, "s2": 400, "s3": 1000}
     got = load_inputs([str(path)], cost=True).cost_table.report(chars)
