@@ -257,17 +257,20 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
 def validate(runs: tuple[str, ...], skills_path: str | None, strict: bool) -> None:
     """Check run logs (DESIGN §3.1) and/or a skill library (Agent Skills rules).
 
-    Run logs stop at the first malformed record (exit 2, naming file:line). The library check
-    lists every problem and exits 1 if there is any.
+    Run logs stop at the first malformed record, arm records included (exit 2, naming
+    file:line). The library check lists every problem and exits 1 if there is any.
     """
     from .library import validate_library
 
     if not runs and skills_path is None:
         raise click.UsageError("give run logs, --skills DIR, or both")
     if runs:
-        from .runs import load_runs
+        from .inputs import load_inputs
 
-        paired = load_runs(runs, strict=strict)
+        inputs = load_inputs(runs, strict=strict, adherence=False, provenance=False)
+        paired = inputs.runs
+        if paired.n_arm_records:
+            inputs.checked_arms  # noqa: B018 - checks them: RunLogError naming file:line
         echo(
             f"runs: {paired.n_pairs} pairs, {len(paired.models)} model(s), "
             f"{len(paired.benchmarks)} benchmark(s), {len(paired.skills)} skill id(s) retrieved; "

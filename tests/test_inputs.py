@@ -266,3 +266,16 @@ def test_cost_fields_of_every_shape(write_jsonl, fallback, monkeypatch):
     assert got.per_condition["enabled"]["latency_s"] == round(float(np.mean(ref["enabled_latency"])), 2)
     assert got.tokens_per_char is not None
     assert got.to_dict() == skill_costs(dicts, chars).to_dict()  # the one pass = the dict reading
+
+
+def test_validate_checks_arm_records_too(write_jsonl):
+    """validate reads the logs through load_inputs: a bad arm record is one line naming it, exit 2."""
+    recs = [{"task_id": "t1", "condition": c, "correct": True} for c in ("enabled", "disabled")]
+    good = write_jsonl([*recs, {"task_id": "t1", "condition": "enabled", "correct": True, "arm": "random"}], "good.jsonl")
+    bad = write_jsonl([*recs, {"task_id": "t1", "condition": "enabled", "correct": True, "arm": "mask",
+                               "meta": {"mask_seed": "x"}}], "bad.jsonl")
+    ok = CliRunner().invoke(cli, ["validate", str(good)])
+    assert ok.exit_code == 0 and ok.output.startswith("runs: 1 pairs"), ok.output
+    res = CliRunner().invoke(cli, ["validate", str(bad)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1] == f"Error: {bad}:3: 'meta.mask_seed' must be an integer"
