@@ -120,9 +120,13 @@ def test_one_pass_equals_the_separate_passes():
     assert np.array_equal(got.arms(smol).pair, load_arms(SAMPLE, smol).pair)
 
 
-def test_byte_ranges_and_gzip_give_the_same(tmp_path, monkeypatch):
-    """--jobs cuts a large plain file into byte ranges read by separate workers; a gzip file is
-    read whole: arm lines keep their line numbers and the cost rows their order either way."""
+@pytest.mark.parametrize("scanner", [True, False])
+def test_byte_ranges_and_gzip_give_the_same(tmp_path, monkeypatch, scanner):
+    """--jobs cuts a large plain file into byte ranges read by separate workers (threads with the
+    C scanner, processes without); a gzip file is read whole: arm lines keep their line numbers
+    and the cost rows their order either way."""
+    if not scanner:
+        monkeypatch.setattr(runs_mod, "_scan", None)
     log = tmp_path / "all.jsonl"
     log.write_bytes(b"".join(Path(p).read_bytes() for p in SAMPLE))
     gz = tmp_path / "all.jsonl.gz"
