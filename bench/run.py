@@ -141,6 +141,9 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     patterns = [x for x in args.patterns.split(",") if x]
     ref_script = "pandas_reference.py" if args.reference == "pandas" else "verdict_reference.py"
+    # what the ratio is against: the pandas counts script, or the verdict script (pandas + scipy +
+    # statsmodels + scikit-learn: counts, exact McNemar, BH, sparse ridge), which issue 30 targets
+    ref_name = "pandas reference" if args.reference == "pandas" else "verdict script"
     rank_label = "rank" if args.rank_bootstrap is None else f"rank --bootstrap {args.rank_bootstrap}"
     boot_args = [] if args.rank_bootstrap is None else ["--bootstrap", str(args.rank_bootstrap)]
     comparisons: list[tuple[str, dict, dict, list[float], bool]] = []
@@ -187,7 +190,7 @@ def main() -> int:
                                                   str(tmp / "rank.json"), str(tmp / "pandas.json"))
                 tag = f" [{pattern}]" if len(patterns) > 1 else ""
                 record(n, f"{rank_label}{tag}", res)
-                record(n, f"pandas reference{tag}", pd_res)
+                record(n, f"{ref_name}{tag}", pd_res)
                 if res["exit"] == 0 and pd_res["exit"] == 0:
                     # rank judges each model on its own pairs: its rows are (model, skill); pandas pools
                     ours: dict[str, list[int]] = {}
@@ -198,15 +201,16 @@ def main() -> int:
                                 acc[i] += s[k]
                     theirs = json.loads((tmp / "pandas.json").read_text())
                     spread = f"; per round {min(ratios):.1f}-{max(ratios):.1f}x" if len(ratios) > 1 else ""
-                    print(f"    {pattern}: per-skill counts equal to pandas: {ours == theirs} ({len(ours)} skills); "
-                          f"`{rank_label}` is {pd_res['wall_s'] / res['wall_s']:.1f}x faster (median walls{spread}), "
-                          f"peak memory {res['peak_mb'] / pd_res['peak_mb']:.2f} of pandas'", flush=True)
+                    print(f"    {pattern}: per-skill counts equal to the {ref_name}'s: {ours == theirs} ({len(ours)} "
+                          f"skills); `{rank_label}` is {pd_res['wall_s'] / res['wall_s']:.1f}x faster than the "
+                          f"{ref_name} (median walls{spread}), peak memory {res['peak_mb'] / pd_res['peak_mb']:.2f} "
+                          f"of the {ref_name}'s", flush=True)
                     comparisons.append((pattern, res, pd_res, ratios, ours == theirs))
         elif "rank" not in skip:
             record(n, rank_label, repeated(args.repeat,
                 rank_cmd, args.timeout, stdout=str(tmp / "rank.json")))
         elif n == args.pandas_at:  # rank skipped: pandas' figures alone
-            record(n, "pandas reference", repeated(args.repeat, pandas_cmd, args.timeout,
+            record(n, ref_name, repeated(args.repeat, pandas_cmd, args.timeout,
                                                    stdout=str(tmp / "pandas.json")))
         if "audit" not in skip:
             cmd = [*CLI, "audit", *files, "--skills", lib, "--out", str(tmp / f"audit-{n}"),
@@ -216,13 +220,14 @@ def main() -> int:
             record(n, "audit --embedder tfidf", repeated(args.repeat, cmd, args.timeout))
     marginal(rows)
     if comparisons:
-        print(f"`{rank_label}` vs the pandas reference at {args.pandas_at:,} pairs "
+        print(f"`{rank_label}` vs the {ref_name} ({ref_script}) at {args.pandas_at:,} pairs "
               f"(median walls; load average now {os.getloadavg()[0]:.1f}):")
-        print(f"  {'pattern':<10}{'rank':>10}{'pandas':>10}{'ratio':>8}  per round      counts equal")
+        print(f"  {'pattern':<10}{'rank':>10}{args.reference:>10}{'ratio':>8}  per round      memory  counts equal")
         for pattern, res, pd_res, ratios, equal in comparisons:
             spread = f"{min(ratios):.1f}-{max(ratios):.1f}x" if ratios else "-"
             print(f"  {pattern:<10}{res['wall_s']:>8.2f} s{pd_res['wall_s']:>8.2f} s"
-                  f"{pd_res['wall_s'] / res['wall_s']:>7.1f}x  {spread:<14} {equal}")
+                  f"{pd_res['wall_s'] / res['wall_s']:>7.1f}x  {spread:<14} {res['peak_mb'] / pd_res['peak_mb']:>5.2f}x  "
+                  f"{equal}")
     return 0
 
 
@@ -253,7 +258,7 @@ def marginal(rows: list[dict]) -> None:
     """
     steps: dict[str, list[dict]] = {}
     for r in rows:
-        if r["exit"] == 0 and r["step"] != "pandas reference":
+        if r["exit"] == 0 and not r["step"].startswith(("pandas reference", "verdict script")):
             steps.setdefault(r["step"], []).append(r)
     lines = []
     for step, rs in steps.items():

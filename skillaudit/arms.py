@@ -3,8 +3,9 @@
 An arm record is a variant of a main pair's **enabled** run that replays its own tool call(s)
 and changes only what the tool returned (`random`, `filler`, `empty`, `corrupted`, `mask`,
 `pruned`), or a second **disabled** run with another seed (`replicate`, the A/A noise floor). The
-main readers (`runs.load_runs`) set arm records aside and count them; `load_arms` reads them in a
-second pass over the same files, only when there are some.
+main readers (`runs.load_runs`) set arm records aside and count them; `inputs.load_inputs` keeps
+their lines while it reads the runs and checks them (`parse_arm_lines`) and joins them to the
+pairs (`join_arms`) when asked; `load_arms` does the same in a second pass over the files.
 
 What the arms measure, per model (and benchmark), on the main pairs they join:
 
@@ -129,11 +130,132 @@ def _shown(rec: dict[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def load_arms(paths: Iterable[str], runs: PairedRuns) -> ArmRecords | None:
-    """Read the arm records of `paths` and join them to `runs`; None when the runs hold none.
+@dataclass(frozen=True)
+class ArmLines:
+    """Arm records read and checked, not yet joined to main pairs (`join_arms`)."""
+
+    names: tuple[str, ...]  # arms in first-seen order
+    key: tuple[tuple[str, str, str, int], ...]  # (model, benchmark, task_id, epoch) per record
+    arm: tuple[int, ...]  # index into `names`
+    correct: tuple[bool, ...]
+    mask_seed: tuple[int, ...]
+    kept: tuple[tuple[str, ...], ...]
+    withheld: tuple[tuple[str, ...], ...]
+    excluded: tuple[tuple[str, ...], ...]
+    n_error: int = 0
+
+
+#: the bytes every line holding an arm record holds
+ARM_NEEDLE = b'"arm"'
+
+
+def parse_arm_lines(lines: Iterable[tuple[str, bytes]]) -> ArmLines:
+    """Check the arm records among `lines` ((file:line, bytes) of lines holding ARM_NEEDLE).
 
     Errors name the file and line (RunLogError, exit 2). A key (model, benchmark, task_id, epoch,
     arm, mask_seed) seen twice is an error naming both lines.
+    """
+    key_of: dict[tuple, str] = {}
+    arms: list[str] = []
+    keys: list[tuple[str, str, str, int]] = []
+    arm_ix: list[int] = []
+    correct: list[bool] = []
+    seeds: list[int] = []
+    kept: list[tuple[str, ...]] = []
+    withheld: list[tuple[str, ...]] = []
+    excluded: list[tuple[str, ...]] = []
+    n_error = 0
+    for where, line in lines:
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise RunLogError(f"{where}: invalid JSON (column {exc.pos + 1})") from None
+        if not isinstance(rec, dict) or rec.get("arm") is None:
+            continue
+        try:
+            arm = rec["arm"]
+            if not isinstance(arm, str) or not arm:
+                raise ValueError("'arm' must be a non-empty string")
+            if rec.get("error") is not None:
+                n_error += 1
+                continue
+            model, bench = _str(rec, "model", "default"), _str(rec, "benchmark", "default")
+            tid = rec.get("task_id")
+            epoch = rec.get("epoch", 1)
+            if not isinstance(tid, str) or not tid:
+                raise ValueError("'task_id' must be a non-empty string")
+            if type(epoch) is not int or epoch < 1:
+                raise ValueError("'epoch' must be an integer >= 1")
+            ok = rec.get("correct")
+            if ok not in (True, False, 0, 1) or isinstance(ok, float):
+                raise ValueError("'correct' must be true/false or 0/1")
+            meta = rec.get("meta") or {}
+            if not isinstance(meta, dict):
+                raise ValueError("'meta' must be an object")
+            seed = meta.get("mask_seed", -1) if arm == "mask" else -1
+            if type(seed) is not int:
+                raise ValueError("'meta.mask_seed' must be an integer")
+            shown = _shown(rec)
+            k = _ids(meta.get("kept"), "meta.kept") if arm == "mask" else shown
+            w = _ids(meta.get("withheld"), "meta.withheld") if arm == "mask" else ()
+            ex = _ids(meta.get("excluded"), "meta.excluded") if arm == "pruned" else ()
+        except (ValueError, KeyError) as exc:
+            raise RunLogError(f"{where}: {exc}") from None
+        key = (model, bench, tid, epoch, arm, seed)
+        if key in key_of:
+            raise RunLogError(f"{where}: duplicate arm record {model}/{bench}/{tid} epoch {epoch} "
+                              f"arm {arm}{f' mask_seed {seed}' if seed >= 0 else ''} "
+                              f"(first at {key_of[key]})")
+        key_of[key] = where
+        if arm not in arms:
+            arms.append(arm)
+        keys.append((model, bench, tid, epoch))
+        arm_ix.append(arms.index(arm))
+        correct.append(bool(ok))
+        seeds.append(seed)
+        kept.append(k)
+        withheld.append(w)
+        excluded.append(ex)
+    return ArmLines(names=tuple(arms), key=tuple(keys), arm=tuple(arm_ix), correct=tuple(correct),
+                    mask_seed=tuple(seeds), kept=tuple(kept), withheld=tuple(withheld),
+                    excluded=tuple(excluded), n_error=n_error)
+
+
+def join_arms(lines: ArmLines, runs: PairedRuns) -> ArmRecords:
+    """The checked arm records joined to the main pairs of `runs` (`pair` -1 where none)."""
+    main = {(runs.models[m], runs.benchmarks[b], runs.tasks[t], int(e)): i for i, (m, b, t, e) in
+            enumerate(zip(runs.model.tolist(), runs.benchmark.tolist(), runs.task.tolist(),
+                          runs.epoch.tolist(), strict=True))}
+    pair = [main.get(k, -1) for k in lines.key]
+    skills = list(runs.skills)
+    col = {s: i for i, s in enumerate(skills)}
+    for sets in (lines.kept, lines.withheld):
+        for ids in sets:
+            for s in ids:
+                if s not in col:
+                    col[s] = len(skills)
+                    skills.append(s)
+
+    def matrix(sets: Sequence[tuple[str, ...]]) -> Csr:
+        rows = np.repeat(np.arange(len(sets)), [len(x) for x in sets])
+        cols = np.array([col[s] for x in sets for s in x], dtype=np.int64)
+        return Csr.from_coo(rows, cols, np.ones(cols.size), (len(sets), len(skills)))
+
+    pair_arr = np.array(pair, dtype=np.int64)
+    return ArmRecords(
+        arm=np.array(lines.arm, dtype=np.int64), names=lines.names, pair=pair_arr,
+        correct=np.array(lines.correct, dtype=bool), mask_seed=np.array(lines.mask_seed, dtype=np.int64),
+        kept=matrix(lines.kept), withheld=matrix(lines.withheld), skills=tuple(skills),
+        excluded=lines.excluded, n_error=lines.n_error, n_unjoined=int((pair_arr < 0).sum()),
+    )
+
+
+def load_arms(paths: Iterable[str], runs: PairedRuns) -> ArmRecords | None:
+    """Read the arm records of `paths` and join them to `runs`; None when the runs hold none.
+
+    A pass of its own over the logs (so not from standard input or a stream);
+    `skillaudit.inputs.load_inputs` keeps the arm lines while it reads the runs
+    (`Inputs.arms`). Errors name the file and line (RunLogError, exit 2); see `parse_arm_lines`.
     """
     if runs.n_arm_records == 0:
         return None
@@ -148,101 +270,20 @@ def load_arms(paths: Iterable[str], runs: PairedRuns) -> ArmRecords | None:
         if not regular:
             raise InputError(f"{p}: arm records cannot be read from a stream (a FIFO or <(...)): "
                              "give the log as a file")
-    key_of: dict[tuple, str] = {}
-    main = {(runs.models[m], runs.benchmarks[b], runs.tasks[t], int(e)): i for i, (m, b, t, e) in
-            enumerate(zip(runs.model.tolist(), runs.benchmark.tolist(), runs.task.tolist(),
-                          runs.epoch.tolist(), strict=True))}
-    arms: list[str] = []
-    arm_ix: list[int] = []
-    pair: list[int] = []
-    correct: list[bool] = []
-    seeds: list[int] = []
-    kept: list[tuple[str, ...]] = []
-    withheld: list[tuple[str, ...]] = []
-    excluded: list[tuple[str, ...]] = []
-    n_error = 0
-    for path in paths:
-        name, fh = _open(path)
-        try:
-            for lineno, line in enumerate(fh, 1):
-                if b'"arm"' not in line:
-                    continue
-                where = f"{name}:{lineno}"
-                try:
-                    rec = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise RunLogError(f"{where}: invalid JSON (column {exc.pos + 1})") from None
-                if not isinstance(rec, dict) or rec.get("arm") is None:
-                    continue
-                try:
-                    arm = rec["arm"]
-                    if not isinstance(arm, str) or not arm:
-                        raise ValueError("'arm' must be a non-empty string")
-                    if rec.get("error") is not None:
-                        n_error += 1
-                        continue
-                    model, bench = _str(rec, "model", "default"), _str(rec, "benchmark", "default")
-                    tid = rec.get("task_id")
-                    epoch = rec.get("epoch", 1)
-                    if not isinstance(tid, str) or not tid:
-                        raise ValueError("'task_id' must be a non-empty string")
-                    if type(epoch) is not int or epoch < 1:
-                        raise ValueError("'epoch' must be an integer >= 1")
-                    ok = rec.get("correct")
-                    if ok not in (True, False, 0, 1) or isinstance(ok, float):
-                        raise ValueError("'correct' must be true/false or 0/1")
-                    meta = rec.get("meta") or {}
-                    if not isinstance(meta, dict):
-                        raise ValueError("'meta' must be an object")
-                    seed = meta.get("mask_seed", -1) if arm == "mask" else -1
-                    if type(seed) is not int:
-                        raise ValueError("'meta.mask_seed' must be an integer")
-                    shown = _shown(rec)
-                    k = _ids(meta.get("kept"), "meta.kept") if arm == "mask" else shown
-                    w = _ids(meta.get("withheld"), "meta.withheld") if arm == "mask" else ()
-                    ex = _ids(meta.get("excluded"), "meta.excluded") if arm == "pruned" else ()
-                except (ValueError, KeyError) as exc:
-                    raise RunLogError(f"{where}: {exc}") from None
-                key = (model, bench, tid, epoch, arm, seed)
-                if key in key_of:
-                    raise RunLogError(f"{where}: duplicate arm record {model}/{bench}/{tid} epoch {epoch} "
-                                      f"arm {arm}{f' mask_seed {seed}' if seed >= 0 else ''} "
-                                      f"(first at {key_of[key]})")
-                key_of[key] = where
-                if arm not in arms:
-                    arms.append(arm)
-                arm_ix.append(arms.index(arm))
-                pair.append(main.get((model, bench, tid, epoch), -1))
-                correct.append(bool(ok))
-                seeds.append(seed)
-                kept.append(k)
-                withheld.append(w)
-                excluded.append(ex)
-        except OSError as exc:
-            raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
-        finally:
-            fh.close()
-    skills = list(runs.skills)
-    col = {s: i for i, s in enumerate(skills)}
-    for sets in (kept, withheld):
-        for ids in sets:
-            for s in ids:
-                if s not in col:
-                    col[s] = len(skills)
-                    skills.append(s)
 
-    def matrix(sets: list[tuple[str, ...]]) -> Csr:
-        rows = np.repeat(np.arange(len(sets)), [len(x) for x in sets])
-        cols = np.array([col[s] for x in sets for s in x], dtype=np.int64)
-        return Csr.from_coo(rows, cols, np.ones(cols.size), (len(sets), len(skills)))
+    def lines() -> Iterable[tuple[str, bytes]]:
+        for path in paths:
+            name, fh = _open(path)
+            try:
+                for lineno, line in enumerate(fh, 1):
+                    if ARM_NEEDLE in line:
+                        yield f"{name}:{lineno}", line
+            except OSError as exc:
+                raise RunLogError(f"{name}: cannot read: {exc.strerror or exc}") from None
+            finally:
+                fh.close()
 
-    pair_arr = np.array(pair, dtype=np.int64)
-    return ArmRecords(
-        arm=np.array(arm_ix, dtype=np.int64), names=tuple(arms), pair=pair_arr,
-        correct=np.array(correct, dtype=bool), mask_seed=np.array(seeds, dtype=np.int64),
-        kept=matrix(kept), withheld=matrix(withheld), skills=tuple(skills), excluded=tuple(excluded),
-        n_error=n_error, n_unjoined=int((pair_arr < 0).sum()),
-    )
+    return join_arms(parse_arm_lines(lines()), runs)
 
 
 # ---------------------------------------------------------------- what the arms show

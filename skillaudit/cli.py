@@ -132,12 +132,14 @@ def cli(debug: bool) -> None:
 
 
 # ---------------------------------------------------------------- metrics
-def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, jobs: int = 0,
-                      adherence: bool = True) -> Any:
-    """Load run logs and warn (stderr) about unpaired records and harness-error pairs."""
-    from .runs import load_runs
+def load_inputs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, jobs: int = 0,
+                        adherence: bool = True, **options: bool) -> Any:
+    """Read the run logs once (`skillaudit.inputs.load_inputs`, `options` passed on); warn (stderr)
+    about unpaired records and harness-error pairs."""
+    from .inputs import load_inputs
 
-    paired = load_runs(runs, strict=strict, library=library, jobs=jobs, adherence=adherence)
+    inputs = load_inputs(runs, library=library, strict=strict, jobs=jobs, adherence=adherence, **options)
+    paired = inputs.runs
     if paired.n_unpaired:
         warn(
             f"{paired.n_unpaired} record(s) without their other condition were left out, e.g. "
@@ -147,18 +149,15 @@ def load_runs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, 
         warn(f"{paired.n_error_pairs} pair(s) with a harness error record were left out")
     if paired.n_pairs == 0:
         raise CommandError(f"{', '.join(runs)}: no paired records (need enabled and disabled runs)")
-    return paired
+    return inputs
 
 
-def load_arms_for_cli(runs: tuple[str, ...], paired: Any, filtered: bool = False) -> Any:
-    """The arm records of the run logs (DESIGN §3.1b), joined to `paired`; None when there are none.
+def arms_for_cli(inputs: Any, paired: Any = None, filtered: bool = False) -> Any:
+    """The arm records of the run logs (DESIGN §3.1b), joined to `paired` (default: all the pairs);
+    None when there are none.
 
     `filtered`: `paired` is a --model/--benchmark selection, so arms of other pairs are expected."""
-    if not paired.n_arm_records:
-        return None
-    from .arms import load_arms
-
-    arms = load_arms(runs, paired)
+    arms = inputs.arms(paired)
     if arms is not None and arms.n_unjoined and not filtered:
         warn(f"{arms.n_unjoined} arm record(s) without their main pair were left out")
     if arms is not None and arms.n_error:
@@ -166,15 +165,13 @@ def load_arms_for_cli(runs: tuple[str, ...], paired: Any, filtered: bool = False
     return arms
 
 
-def edited_for_cli(runs: tuple[str, ...], lib: Any, paired: Any = None) -> dict[str, bool]:
-    """{skill id: edited since the runs?} from the logs' skill hashes; warns once per edited skill.
-    `paired`: the loaded runs; when their loader saw no hash in any line, the second pass over
-    the logs is skipped (0.1 s per 100 MB)."""
-    if lib is None or (paired is not None and not paired.skill_hashes):
+def edited_for_cli(inputs: Any) -> dict[str, bool]:
+    """{skill id: edited since the runs?} from the logs' skill hashes; warns once per edited skill."""
+    if inputs.library is None:
         return {}
-    from .provenance import edited_skills, edited_warning, seen_hashes
+    from .provenance import edited_warning
 
-    edited = edited_skills(seen_hashes(runs), lib)
+    edited = inputs.edited
     for sid in sorted(s for s, e in edited.items() if e):
         warn(edited_warning(sid))
     return edited
@@ -223,8 +220,8 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
 
         docs = []
         for k, files in sorted(top_k_of_files(runs).items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-            paired = load_runs_for_cli(tuple(files), strict, lib, jobs)
-            arms = load_arms_for_cli(tuple(files), paired)
+            inputs = load_inputs_for_cli(tuple(files), strict, lib, jobs)
+            paired, arms = inputs.runs, arms_for_cli(inputs)
             result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
             if as_json:
                 docs.append({"top_k": k, "inputs": files, **result.to_dict()})
@@ -236,8 +233,8 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
         if as_json:
             emit_json({"schema": "skillaudit.metrics-by-top-k/v1", "by_top_k": docs})
         return
-    paired = load_runs_for_cli(runs, strict, lib, jobs)
-    arms = load_arms_for_cli(runs, paired)
+    inputs = load_inputs_for_cli(runs, strict, lib, jobs)
+    paired, arms = inputs.runs, arms_for_cli(inputs)
     result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
     if as_json:
         doc = result.to_dict()
@@ -260,17 +257,20 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
 def validate(runs: tuple[str, ...], skills_path: str | None, strict: bool) -> None:
     """Check run logs (DESIGN §3.1) and/or a skill library (Agent Skills rules).
 
-    Run logs stop at the first malformed record (exit 2, naming file:line). The library check
-    lists every problem and exits 1 if there is any.
+    Run logs stop at the first malformed record, arm records included (exit 2, naming
+    file:line). The library check lists every problem and exits 1 if there is any.
     """
     from .library import validate_library
 
     if not runs and skills_path is None:
         raise click.UsageError("give run logs, --skills DIR, or both")
     if runs:
-        from .runs import load_runs
+        from .inputs import load_inputs
 
-        paired = load_runs(runs, strict=strict)
+        inputs = load_inputs(runs, strict=strict, adherence=False, provenance=False)
+        paired = inputs.runs
+        if paired.n_arm_records:
+            inputs.checked_arms  # noqa: B018 - checks them: RunLogError naming file:line
         echo(
             f"runs: {paired.n_pairs} pairs, {len(paired.models)} model(s), "
             f"{len(paired.benchmarks)} benchmark(s), {len(paired.skills)} skill id(s) retrieved; "
@@ -531,7 +531,8 @@ def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, mode
     from .clusters import cluster_library
 
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False).select(model, benchmark)
+    paired = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, arms=False,
+                                 provenance=False).runs.select(model, benchmark)
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
     rows = {r.skill_id: r for r in attribute(paired, library=lib, scheme=attribution, regression=False).skills}
@@ -661,23 +662,24 @@ _bootstrap_option = click.option(
 
 def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: bool, model: str | None,
                        benchmark: str | None, attribution: str, n_boot: int, seed: int, jobs: int = 0,
-                       pool_models: bool = False, mid_p: bool = False) -> Any:
+                       pool_models: bool = False, mid_p: bool = False, cost: bool = False) -> Any:
     from .attribution import attribute_models
 
     lib = load_library_for_cli(skills_path)
     # rank and prune do not report adherence: the answers are not even decoded
-    paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False).select(model, benchmark)
+    inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, cost=cost and lib is not None)
+    paired = inputs.runs.select(model, benchmark)
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
-    arms = load_arms_for_cli(runs, paired, filtered=model is not None or benchmark is not None)
-    edited = edited_for_cli(runs, lib, paired)
+    arms = arms_for_cli(inputs, paired, filtered=model is not None or benchmark is not None)
+    edited = edited_for_cli(inputs)
     attr = attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
                             n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms, jobs=jobs)
     if edited:
         from .provenance import mark_edited
 
         attr = mark_edited(attr, edited)
-    return lib, paired, attr
+    return inputs, paired, attr
 
 
 @cli.command()
@@ -707,10 +709,10 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     retrieved skills that separates skills retrieved together; "vs library" is that effect minus
     the library's mean per injected skill of the others. Per-skill numbers are associations.
     """
-    lib, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution, n_boot,
-                                             seed, jobs, pool_models, mid_p)
+    inputs, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
+                                                n_boot, seed, jobs, pool_models, mid_p, cost=True)
     unlogged = bool(paired.n_pairs) and bool(paired.use_unlogged.all())
-    cost = _cost_for_cli(runs, lib, model, benchmark)
+    cost = inputs.cost(model, benchmark)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
@@ -728,18 +730,6 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
         rank_tables(result, top=top or None)
         if cost is not None:
             _cost_table(cost, top=top or None)
-
-
-def _cost_for_cli(runs: tuple[str, ...], lib: Any, model: str | None = None, benchmark: str | None = None):
-    """The cost figures (tokens per injection, per net rescue) when a library is given and the logs are
-    files (not standard input); None otherwise."""
-    if lib is None or "-" in runs:
-        return None
-    from .cost import library_chars, read_records, skill_costs
-
-    recs = [r for r in read_records(runs) if (model is None or r.get("model") == model)
-            and (benchmark is None or r.get("benchmark") == benchmark)]
-    return skill_costs(recs, library_chars(lib))
 
 
 def _cost_table(cost: Any, top: int | None = None) -> None:
@@ -774,9 +764,8 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
     """What each skill costs: tokens it adds per injection (from usage deltas), tokens per net rescue,
     and tokens and latency per condition."""
     lib = load_library_for_cli(skills_path)
-    if "-" in runs:
-        raise InputError("cost reads files, not standard input")
-    cost = _cost_for_cli(runs, lib, model, benchmark)
+    inputs = load_inputs_for_cli(runs, False, lib, adherence=False, arms=False, provenance=False, cost=True)
+    cost = inputs.cost(model, benchmark)
     if as_json:
         emit_json({**cost.to_dict(), "inputs": list(runs)})
     else:
@@ -823,8 +812,9 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
     from .prune_view import explain_lines, prune_lines
     from .recommend import apply_prune, recommend
 
-    lib, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
-                                             n_boot, seed, jobs, pool_models, mid_p)
+    inputs, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
+                                                n_boot, seed, jobs, pool_models, mid_p)
+    lib = inputs.library
     near = harmful = None
     if embedder != "none":
         try:
@@ -969,15 +959,15 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     if say and demo:
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib, jobs)
-    arms = load_arms_for_cli(runs, paired)
-    edited = edited_for_cli(runs, lib, paired)
+    loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=lib is not None, digests=True)
+    arms = arms_for_cli(loaded)
+    edited = edited_for_cli(loaded)
     result = build_audit(
         runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
         min_cond=min_cond,
-        attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=paired,
-        arms=arms, edited=edited, jobs=jobs,
+        attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=loaded.runs,
+        arms=arms, edited=edited, jobs=jobs, inputs=loaded,
     )
     used = result.inputs["settings"].get("embedder_used")
     if used and used != embedder:
@@ -1041,7 +1031,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     say = _progress(quiet)
     if out_file is not None and any(os.path.abspath(out_file) == os.path.abspath(r) for r in runs):
         raise CommandError(f"--out {out_file}: is one of the run logs; choose another file")
-    paired = load_runs_for_cli(runs, strict, jobs=jobs, adherence=False)
+    paired = load_inputs_for_cli(runs, strict, jobs=jobs, adherence=False, arms=False, provenance=False).runs
     if benchmark is not None:
         if benchmark not in paired.benchmarks:
             raise CommandError(f"--benchmark {benchmark}: not in these runs "
@@ -1292,8 +1282,8 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     fail_on = fail_on or (("harmful", "regression") if baseline else ("harmful",))
     base = load_audit_doc(baseline) if baseline else None
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib, jobs, adherence=False)
-    arms = load_arms_for_cli(runs, paired)
+    inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False)
+    paired, arms = inputs.runs, arms_for_cli(inputs)
     doc = check_document(paired, lib, n_boot=n_boot, seed=seed, arms=arms)
     failures = _check(doc, tuple(fail_on), base)
     if as_json:
@@ -1409,8 +1399,8 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
             if not quiet and not as_json:
                 click.echo(line, err=True)
         runs = (*runs, out_path)
-    paired = load_runs_for_cli(runs, strict, adherence=False)
-    arms = load_arms_for_cli(runs, paired)
+    inputs = load_inputs_for_cli(runs, strict, adherence=False)
+    paired, arms = inputs.runs, arms_for_cli(inputs)
     result = _verify(paired, arms, sets, n_boot=n_boot, seed=seed)
     if as_json:
         emit_json({**result.to_dict(), "inputs": list(runs)})
@@ -1456,7 +1446,7 @@ def export(runs: tuple[str, ...], out_dir: str, skills_path: str | None, jobs: i
 
     require("pyarrow", "parquet")
     lib = load_library_for_cli(skills_path)
-    paired = load_runs_for_cli(runs, strict, lib, jobs)
+    paired = load_inputs_for_cli(runs, strict, lib, jobs, arms=False, provenance=False).runs
     paths = export_parquet(paired, out_dir, inputs=runs)
     if not quiet:
         echo(f"wrote {paired.n_pairs} pairs and {paired.ranks.nnz} pair-skill rows to "

@@ -2,9 +2,10 @@
 
 An enabled record may log, for every retrieved skill, the content hash of the text the run saw:
 `retrievals[].skills[]` objects carry `"hash"`, the first 16 hex characters of
-`Skill.content_hash` (sha256 of name, description and body). `seen_hashes` reads them back in a
-light pass over the logs (blocks without the bytes `"hash"` are skipped unparsed; only lines
-holding them are parsed), and `edited_skills` compares them with the library being audited: a
+`Skill.content_hash` (sha256 of name, description and body). `skillaudit.inputs.load_inputs`
+collects them while it reads the runs (only lines holding the bytes `"hash"` are parsed;
+`seen_hashes` does the same in a pass of its own), and `edited_skills` compares them with the
+library being audited: a
 skill whose current hash is none of the hashes the runs saw has been edited since, and its
 verdict describes the old text. Logs without hashes change nothing.
 """
@@ -52,11 +53,33 @@ def _lines_with_hash(fh: Any) -> Iterable[bytes]:
         yield rest
 
 
+def add_hashes(line: bytes, out: dict[str, set[str]]) -> None:
+    """Add the skill hashes one line logs to `out` ({skill id: hashes}).
+
+    Lines that are not JSON objects, or not in the §3.1 shape, are passed over: the run-log
+    reader reports those; this only collects what the well-formed records say.
+    """
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(rec, dict) or rec.get("condition") not in _ENABLED:
+        return
+    calls = rec.get("retrievals")
+    for call in calls if isinstance(calls, list) else ():
+        skills = call.get("skills") if isinstance(call, dict) else None
+        for s in skills if isinstance(skills, list) else ():
+            if isinstance(s, dict) and isinstance(s.get("id"), str) and isinstance(s.get("hash"), str):
+                h = s["hash"].strip().lower()
+                if h:
+                    out.setdefault(s["id"], set()).add(h)
+
+
 def seen_hashes(paths: Iterable[str]) -> dict[str, set[str]]:
     """{skill id: hashes (lower-case hex) logged for it in enabled records}; standard input is skipped.
 
-    Lines that are not JSON objects, or not in the §3.1 shape, are passed over: the run-log
-    reader reports those; this pass only collects what the well-formed records say.
+    A pass of its own over the logs; `skillaudit.inputs.load_inputs` collects the same while it
+    reads the runs (`Inputs.seen_hashes`), without opening the logs again.
     """
     out: dict[str, set[str]] = {}
     for path in paths:
@@ -65,20 +88,7 @@ def seen_hashes(paths: Iterable[str]) -> dict[str, set[str]]:
         _, fh = _open(path)
         try:
             for line in _lines_with_hash(fh):
-                try:
-                    rec = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
-                if not isinstance(rec, dict) or rec.get("condition") not in _ENABLED:
-                    continue
-                calls = rec.get("retrievals")
-                for call in calls if isinstance(calls, list) else ():
-                    skills = call.get("skills") if isinstance(call, dict) else None
-                    for s in skills if isinstance(skills, list) else ():
-                        if isinstance(s, dict) and isinstance(s.get("id"), str) and isinstance(s.get("hash"), str):
-                            h = s["hash"].strip().lower()
-                            if h:
-                                out.setdefault(s["id"], set()).add(h)
+                add_hashes(line, out)
         except OSError:
             pass  # the run-log reader has already read these files; nothing to add here
         finally:

@@ -162,7 +162,9 @@ class _Interner(dict):
         return tuple(sorted(self, key=self.__getitem__))
 
 
-def _open(path: str | Path) -> tuple[str, IO[bytes]]:
+def _open(path: str | Path, raw: Callable[[IO[bytes]], IO[bytes]] | None = None) -> tuple[str, IO[bytes]]:
+    """(name, binary stream) of a run log; gzip is decompressed. `raw` wraps the file before any
+    decompression (load_inputs hashes the bytes it reads on their one way through)."""
     path = str(path)
     if path == "-":
         return "<stdin>", sys.stdin.buffer
@@ -175,6 +177,8 @@ def _open(path: str | Path) -> tuple[str, IO[bytes]]:
         raise RunLogError(f"{path}: no such file") from None
     except OSError as exc:
         raise RunLogError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if raw is not None:
+        fh = raw(fh)
     if path.endswith(".gz"):
         fh = gzip.open(fh)  # type: ignore[assignment]  # noqa: SIM115 - the caller closes it
     return path, fh
@@ -419,8 +423,11 @@ def _check_line(line: bytes, where: str) -> _Checked:
 class _State:
     """Records while streaming, as per-record numpy chunks (pairing happens once, at the end)."""
 
-    def __init__(self, code: _CodeLines, adherence: bool = True) -> None:
+    def __init__(self, code: _CodeLines, adherence: bool = True, extra: Any = None) -> None:
         self.code = code
+        # what else load_inputs keeps of each block (arm and hash lines, cost fields, digests):
+        # an object with feed(), wrap() and finish() (skillaudit.inputs), fresh for each state
+        self.extra = extra.fresh() if extra is not None else None
         self.adherence = adherence  # False: answers are not read (adhered stays unknown, -1)
         self.models, self.benches, self.tasks, self.skills = _Interner(), _Interner(), _Interner(), _Interner()
         self.chunks: dict[str, list[np.ndarray]] = {k: [] for k in _REC_DTYPES}
@@ -760,10 +767,14 @@ def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) 
         cols = _scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables)
         if cols is not None:
             _ingest_scanned(st, cols, blob, lineno, file_ix)
+            if st.extra is not None:  # a memoryview of a block starts at its buffer's start
+                st.extra.feed(blob.obj if isinstance(blob, memoryview) else blob, len(blob), lineno, file_ix)
             return cols[0]
     data = bytes(blob)
     lines = io.BytesIO(data).readlines()
     _feed_block(st, data, lines, lineno, file_ix)
+    if st.extra is not None:
+        st.extra.feed(data, len(data), lineno, file_ix)
     return len(lines)
 
 
@@ -773,7 +784,8 @@ def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | 
     Every way a file can fail to read is a RunLogError naming the file (and the line reached):
     a truncated or corrupt gzip stream, an unreadable file, a line too long to be a record.
     """
-    name, fh = _open(path)
+    whole = not start and stop is None
+    name, fh = _open(path, st.extra.wrap if st.extra is not None and whole else None)
     st.names[file_ix] = name
     lineno = 1
     try:
@@ -786,6 +798,8 @@ def _feed_file(st: _State, path: str, file_ix: int, start: int = 0, stop: int | 
             left = end - begin if end >= 0 else -1
         for blob in _blocks(fh, False, left, bom=not start):
             lineno += _feed_blob(st, blob, lineno, file_ix)
+        if st.extra is not None and whole:
+            st.extra.finish(file_ix)
     except _LineError as exc:
         raise RunLogError(f"{name}:{lineno}: {exc}") from None
     except EOFError:  # gzip: the stream ends before its end-of-stream marker
@@ -845,14 +859,14 @@ def _part(st: _State, error: str | None = None) -> dict[str, Any]:
     out.update({f"r_{k}": list(v) for k, v in st.ret.items()})
     out.update(models=st.models.vocab(), benchmarks=st.benches.vocab(), tasks=st.tasks.vocab(),
                skills=st.skills.vocab(), names=dict(st.names), error=error, n=st.n, n_arm=st.n_arm,
-               hash=st.saw_hash)
+               hash=st.saw_hash, extra=st.extra)
     return out
 
 
-def _parse_one(args: tuple[str, int, int, int | None, _CodeLines, bool]) -> dict[str, Any]:
+def _parse_one(args: tuple[str, int, int, int | None, _CodeLines, bool, Any]) -> dict[str, Any]:
     """--jobs worker: one unit -> its part; a RunLogError is returned (after the records before it)."""
-    path, file_ix, start, stop, code, adherence = args
-    st = _State(code, adherence)
+    path, file_ix, start, stop, code, adherence, extra = args
+    st = _State(code, adherence, extra)
     try:
         _feed_file(st, path, file_ix, start, stop)
     except RunLogError as exc:
@@ -1080,7 +1094,7 @@ def load_runs(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(paths, strict, code, jobs, adherence)
+        return _load(paths, strict, code, jobs, adherence)[0]
     finally:
         if was_enabled:
             gc.enable()
@@ -1097,14 +1111,16 @@ def _auto_jobs(sizes: list[int]) -> int:
     return max(1, min(cores, sum(sizes) // _MIN_UNIT))
 
 
-def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence: bool) -> PairedRuns:
+def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence: bool,
+          extra: Any = None) -> tuple[PairedRuns, list[Any]]:
+    """The paired runs, and what `extra` (see _State) kept of each unit read, in reading order."""
     sizes = _file_sizes(paths)
     if jobs <= 0:
         jobs = _auto_jobs(sizes)
     units = _work_units(paths, sizes, jobs) if jobs > 1 and "-" not in paths else []
-    parts = _parse_parallel(units, jobs, code, adherence) if len(units) > 1 else None
+    parts = _parse_parallel(units, jobs, code, adherence, extra) if len(units) > 1 else None
     if parts is None:
-        st = _State(code, adherence)
+        st = _State(code, adherence, extra)
         error = None
         try:
             for ix, path in enumerate(paths):
@@ -1112,17 +1128,18 @@ def _load(paths: list[str], strict: bool, code: _CodeLines, jobs: int, adherence
         except RunLogError as exc:  # _pair reports a duplicate before it first, as reading one by one would
             error = str(exc)
         parts = [_part(st, error)]
-    return _paired(_pair(parts), strict)
+    extras = [p["extra"] for p in parts if p["extra"] is not None]
+    return _paired(_pair(parts), strict), extras
 
 
 def _parse_parallel(units: list[tuple[str, int, int, int | None]], jobs: int, code: _CodeLines,
-                    adherence: bool) -> list[dict[str, Any]] | None:
+                    adherence: bool, extra: Any = None) -> list[dict[str, Any]] | None:
     """Parts of the units from worker threads or processes; None when workers cannot run (read in-process).
 
     The C scanner parses without the GIL, so when it reads the logs, threads do: no process to
     start, nothing to pickle. msgspec holds the GIL, so it gets processes.
     """
-    args = [(*u, code, adherence) for u in units]
+    args = [(*u, code, adherence, extra) for u in units]
     if _scan is not None:
         from concurrent.futures.thread import ThreadPoolExecutor
 

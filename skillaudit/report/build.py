@@ -156,15 +156,19 @@ def _is_regular(path: Path) -> bool:
 
 
 def describe_inputs(run_paths: Sequence[str], skills_path: str | None, library: Any,
-                    settings: dict[str, Any], demo: bool = False) -> dict[str, Any]:
+                    settings: dict[str, Any], demo: bool = False,
+                    digests: dict[str, str] | None = None) -> dict[str, Any]:
+    """Paths, sizes and sha256 of the inputs, versions and settings. `digests`: {path: sha256} of
+    the run logs already hashed as they were read (`Inputs.digests`); others are hashed here."""
     runs = []
     for r in run_paths:
         p = Path(r)
         if r == "-" or not _is_regular(p):  # a stream (stdin, a FIFO, <(...)) was read once, already
             runs.append({"path": str(r), "sha256": None, "bytes": None})
             continue
+        digest = (digests or {}).get(str(r))
         try:
-            digest = _sha256_file(p)
+            digest = digest or _sha256_file(p)
         except OSError:
             digest = None
         runs.append({"path": str(r), "name": p.name, "sha256": digest, "bytes": p.stat().st_size})
@@ -642,27 +646,34 @@ def build_audit(
     arms: Any = None,
     edited: dict[str, bool] | None = None,
     jobs: int = 1,
+    inputs: Any = None,
 ) -> AuditResult:
     """Run every step and return the audit document (InputError on unusable input).
 
-    `library` / `runs` may be passed already loaded (the CLI loads them to print warnings);
-    otherwise they are loaded from `skills_path` / `run_paths`. `edited` ({skill id: edited since
-    the runs?}, `provenance.edited_skills`) is read from the logs' skill hashes when not given.
+    `library` / `runs` may be passed already loaded (the CLI loads them to print warnings), or
+    `inputs` (`skillaudit.inputs.load_inputs`, with cost and digests: the logs read once);
+    otherwise they are loaded from `skills_path` / `run_paths`, each log read once. `edited`
+    ({skill id: edited since the runs?}, `provenance.edited_skills`) is read from the logs' skill
+    hashes when not given.
     """
     from ..attribution import attribute_models
     from ..metrics import compute_metrics
     from ..recommend import recommend
-    from ..runs import load_runs
-
     say = progress or _noop
+    if inputs is not None:
+        library = inputs.library if library is None else library
+        runs = inputs.runs if runs is None else runs
     if library is None and skills_path is not None:
         from ..library import load_library
 
         say(f"reading the skill library {skills_path}")
         library = load_library(skills_path)
     if runs is None:
+        from ..inputs import load_inputs
+
         say(f"reading {len(run_paths)} run log(s)")
-        runs = load_runs(run_paths, strict=strict, library=library)
+        inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True)
+        runs = inputs.runs
     if runs.n_pairs == 0:
         raise InputError(f"{', '.join(map(str, run_paths))}: no paired records (need enabled and disabled runs)")
     notes: list[str] = []
@@ -670,9 +681,12 @@ def build_audit(
     say(f"paired metrics for {runs.n_pairs:,} pairs ({len(runs.models)} model(s), "
         f"{len(runs.benchmarks)} benchmark(s)): bootstrap with {n_boot:,} resamples")
     if arms is None and runs.n_arm_records:
-        from ..arms import load_arms
+        if inputs is not None:
+            arms = inputs.arms(runs)
+        else:
+            from ..arms import load_arms
 
-        arms = load_arms(run_paths, runs)
+            arms = load_arms(run_paths, runs)
     metrics = compute_metrics(runs, min_cond=min_cond, n_boot=n_boot, seed=seed, arms=arms)
 
     reg_boot = min(n_boot, regression_boot)
@@ -687,7 +701,7 @@ def build_audit(
     if edited is None and library is not None:
         from ..provenance import edited_skills, seen_hashes
 
-        edited = edited_skills(seen_hashes(run_paths), library)
+        edited = edited_skills(inputs.seen_hashes if inputs is not None else seen_hashes(run_paths), library)
     if edited:
         from ..provenance import mark_edited
 
@@ -744,8 +758,9 @@ def build_audit(
         "min_cond": min_cond, "attribution": attribution, "strict": strict,
         "verdict_alpha": VERDICT_ALPHA,
     }
-    inputs = describe_inputs(run_paths, skills_path, library, settings, demo=demo)
-    inputs["pairs"] = {
+    described = describe_inputs(run_paths, skills_path, library, settings, demo=demo,
+                                digests=inputs.digests if inputs is not None else None)
+    described["pairs"] = {
         "n_pairs": runs.n_pairs, "models": list(runs.models), "benchmarks": list(runs.benchmarks),
         "unpaired_records": runs.n_unpaired, "error_pairs": runs.n_error_pairs,
         "skills_retrieved": len(runs.skills),
@@ -758,7 +773,9 @@ def build_audit(
     skills_doc["descriptions"] = {s.id: s.description for s in library} if library is not None else {}
     from ..cost import cost_by_model
 
-    cost_doc = cost_by_model(run_paths, library)  # tokens per skill (usage deltas), per model
+    # tokens per skill (usage deltas), per model
+    cost_doc = (cost_by_model(run_paths, library, table=inputs.cost_table)
+                if inputs is not None and inputs.cost_table is not None else cost_by_model(run_paths, library))
     if cost_doc is not None:
         skills_doc["cost"] = cost_doc
 
@@ -788,7 +805,7 @@ def build_audit(
         clusters=clusters_doc,
         recommendations=prune_doc,
         graph=graph_doc,
-        inputs=inputs,
+        inputs=described,
         notes=notes,
     )
     # one normalisation pass: what is in memory is exactly what audit.json will hold

@@ -1,0 +1,301 @@
+"""Read the inputs once: every command's paired runs, arm records, skill hashes and cost fields.
+
+`load_inputs` reads each run log exactly once (one open, one forward read: standard input and
+FIFOs work too). While the run-log reader (`skillaudit.runs`) turns each block of whole lines into
+paired-run columns, the same block in memory also gives
+
+- the lines holding an arm record (`"arm"`), checked and joined to pairs on demand (`Inputs.arms`);
+- the skills' content hashes logged by enabled records (`"hash"`), for provenance;
+- with `cost=True`, the fields the cost figures read of every main record (`skillaudit.cost`);
+- with `digests=True`, the sha256 of each regular file's bytes (the audit's input fingerprint).
+
+The result is one `Inputs` object that commands hand down: the CLI calls `load_inputs` and prints
+its warnings, nothing else reads a run log.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import IO, Any
+
+import orjson
+
+from .arms import ARM_NEEDLE, ArmLines, ArmRecords, join_arms, parse_arm_lines
+from .cost import CostReport, CostTable
+from .provenance import add_hashes, edited_skills
+from .runs import _HASH_NEEDLE, PairedRuns, _CodeLines, _load
+
+try:
+    import msgspec
+except ImportError:  # pragma: no cover
+    msgspec = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, eq=False)
+class Inputs:
+    """The run logs read once: paired runs plus what else the commands need of the same lines.
+
+    `runs`: the paired runs (`skillaudit.runs.PairedRuns`); `library`: the skill library given
+    (or None); `seen_hashes`: {skill id: content hashes the enabled runs logged}; `digests`:
+    {path: sha256 of its bytes} for the regular files read whole (with digests=True);
+    `cost_table`: the cost fields of every main record, in reading order (with cost=True).
+    """
+
+    paths: tuple[str, ...]
+    runs: PairedRuns
+    library: Any = None
+    seen_hashes: dict[str, set[str]] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+    cost_table: CostTable | None = None
+    arm_lines: tuple[tuple[str, bytes], ...] | None = ()  # (file:line, line); None: not collected
+
+    @cached_property
+    def checked_arms(self) -> ArmLines:
+        """The arm records, checked (RunLogError naming file:line on the first bad one)."""
+        if self.arm_lines is None:
+            raise ValueError("the arm records were not kept: load_inputs(..., arms=True)")
+        return parse_arm_lines(self.arm_lines)
+
+    def arms(self, runs: PairedRuns | None = None) -> ArmRecords | None:
+        """The arm records joined to `runs` (default: all the pairs); None when the logs hold none."""
+        runs = self.runs if runs is None else runs
+        if runs.n_arm_records == 0:
+            return None
+        return join_arms(self.checked_arms, runs)
+
+    @cached_property
+    def edited(self) -> dict[str, bool]:
+        """{skill id: edited since the runs?} for the library skills the runs logged a hash for."""
+        return edited_skills(self.seen_hashes, self.library)
+
+    def cost(self, model: str | None = None, benchmark: str | None = None) -> CostReport | None:
+        """Cost figures of one model and/or benchmark (None = all); None without a library."""
+        if self.library is None or self.cost_table is None:
+            return None
+        from .cost import library_chars
+
+        def keep(m: Any, b: Any) -> bool:
+            return (model is None or m == model) and (benchmark is None or b == benchmark)
+
+        return self.cost_table.report(library_chars(self.library),
+                                      None if model is None and benchmark is None else keep)
+
+    def cost_by_model(self) -> dict[str, Any] | None:
+        """The audit's cost section (`skillaudit.cost.cost_by_model`) from the rows read."""
+        if self.cost_table is None:
+            return None
+        from .cost import cost_by_model
+
+        return cost_by_model(self.paths, self.library, table=self.cost_table)
+
+
+def load_inputs(
+    paths: Iterable[str],
+    *,
+    library: Any = None,
+    strict: bool = False,
+    jobs: int = 1,
+    adherence: bool = True,
+    arms: bool = True,
+    provenance: bool = True,
+    cost: bool = False,
+    digests: bool = False,
+) -> Inputs:
+    """Read the run logs once; RunLogError (naming file:line) on the first bad record.
+
+    `library`, `strict`, `jobs` and `adherence` are as in `skillaudit.runs.load_runs`. `arms`
+    keeps the arm records' lines, `provenance` the skill hashes (both cheap: only lines holding
+    `"arm"` / `"hash"` are looked at), `cost` the cost fields of every record (a typed decode of
+    each line), `digests` hashes each regular file's bytes as they are read. With --jobs, a plain
+    file cut into byte ranges gets no digest (each range is read by its own worker).
+    """
+    paths = [str(p) for p in paths]
+    extra = _Extra(arms=arms, hashes=provenance, cost=cost, digests=digests)
+    was_enabled = gc.isenabled()
+    gc.disable()  # as load_runs: millions of small containers and no cycles
+    try:
+        runs, parts = _load(paths, strict, _CodeLines(library), jobs, adherence, extra)
+    finally:
+        if was_enabled:
+            gc.enable()
+    seen: dict[str, set[str]] = {}
+    table = parts[0].cost if cost and parts else (CostTable() if cost else None)
+    for p in parts[1:] if table is not None else ():
+        table.extend(p.cost)
+    if table is not None:
+        table.freeze()
+    for p in parts:
+        for sid, hashes in p.seen.items():
+            seen.setdefault(sid, set()).update(hashes)
+
+    def name(ix: int) -> str:
+        return "<stdin>" if paths[ix] == "-" else paths[ix]
+
+    return Inputs(
+        paths=tuple(paths), runs=runs, library=library, seen_hashes=seen,
+        digests={paths[ix]: d for p in parts for ix, d in p.digests.items()},
+        cost_table=table,
+        arm_lines=tuple((f"{name(ix)}:{ln}", line) for p in parts for ix, ln, line in p.arm_lines)
+        if arms else None,
+    )
+
+
+# ---------------------------------------------------------------- what is kept of each block
+def _lines_with(buf: bytes, n: int, needle: bytes, lineno: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of each line of buf[:n] holding `needle`; buf[:n] starts line `lineno`."""
+    at = buf.find(needle, 0, n)
+    pos = 0
+    while at >= 0:
+        start = buf.rfind(b"\n", 0, at) + 1
+        end = buf.find(b"\n", at, n)
+        end = n if end < 0 else end + 1
+        lineno += buf.count(b"\n", pos, start)
+        pos = start
+        yield lineno, buf[start:end]
+        at = buf.find(needle, end, n) if end < n else -1
+
+
+class _Hashing:
+    """A binary file read through sha256 (before any gzip decompression)."""
+
+    mode = "rb"
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.name = getattr(fh, "name", "")
+        self.sha = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(size)
+        self.sha.update(data)
+        return data
+
+    def close(self) -> None:
+        self.fh.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.fh.closed
+
+
+if msgspec is not None:
+
+    class _Ref(msgspec.Struct, gc=False):
+        id: Any = None
+
+    class _Call(msgspec.Struct, gc=False):
+        skills: list[str | _Ref] | None = None
+        error: Any = None
+
+    class _Meta(msgspec.Struct, gc=False):
+        usage: Any = None
+        latency_s: Any = None
+
+    class _CostRec(msgspec.Struct, gc=False):  # the fields the cost figures read, as they are logged
+        model: Any = None
+        benchmark: Any = None
+        task_id: Any = None
+        epoch: Any = 1
+        condition: Any = None
+        correct: Any = None
+        arm: Any = None
+        error: Any = None
+        retrievals: list[_Call] | None = None
+        meta: _Meta | None = None
+        shown: Any = msgspec.field(default=None, name=" shown (not a log field)")  # filled in below; no log has this key
+
+    _decode_costs = msgspec.json.Decoder(list[_CostRec]).decode
+    _CostError: type[Exception] = msgspec.DecodeError
+else:  # pragma: no cover
+    _decode_costs = None
+    _CostError = ValueError
+
+
+def _add_costs(data: bytes, table: CostTable) -> None:
+    """The cost fields of the lines of `data` (whole lines the run-log reader accepted).
+
+    The block is decoded at once into typed records holding only those fields; a block where one
+    does not fit that shape (a `meta` that is not an object, a retrieved skill that is a number,
+    a blank line) is read line by line as dicts, as `skill_costs` reads them."""
+    if _decode_costs is not None:
+        try:
+            recs = _decode_costs(b"[" + data.rstrip(b"\r\n").replace(b"\n", b",") + b"]")
+        except (_CostError, RecursionError):
+            pass
+        else:
+            for r in recs:
+                if r.retrievals and r.arm is None and r.condition == "enabled":
+                    shown: list[str] = []
+                    for call in r.retrievals:
+                        if call.error:
+                            continue
+                        for h in call.skills or ():
+                            sid = h if h.__class__ is str else h.id
+                            if isinstance(sid, str) and sid not in shown:
+                                shown.append(sid)
+                    r.shown = shown
+                else:
+                    r.shown = None
+            table.add_block(recs)
+            return
+    for line in data.split(b"\n"):
+        if line.strip():
+            rec = orjson.loads(line)
+            if isinstance(rec, dict):
+                table.add_record(rec)
+
+
+class _Extra:
+    """What load_inputs keeps of the blocks one reader reads (see skillaudit.runs._State.extra)."""
+
+    def __init__(self, arms: bool, hashes: bool, cost: bool, digests: bool) -> None:
+        self.want = (arms, hashes, cost, digests)
+        self.arm_lines: list[tuple[int, int, bytes]] = []  # (file index, line number, line)
+        self.seen: dict[str, set[str]] = {}
+        self.cost = CostTable()
+        self.digests: dict[int, str] = {}  # file index -> sha256 hex
+        self._hashing: _Hashing | None = None
+
+    def fresh(self) -> _Extra:
+        return _Extra(*self.want)
+
+    def __getstate__(self) -> dict[str, Any]:  # a --jobs worker process returns it
+        return {**self.__dict__, "_hashing": None}
+
+    def wrap(self, fh: IO[bytes]) -> IO[bytes]:
+        """A whole file about to be read: read it through sha256 when digests are wanted."""
+        if not self.want[3]:
+            return fh
+        try:
+            regular = stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+        except (OSError, AttributeError, ValueError):
+            regular = False
+        if not regular:  # a stream has no fingerprint (the audit reports it as such)
+            return fh
+        self._hashing = _Hashing(fh)
+        return self._hashing  # type: ignore[return-value]
+
+    def finish(self, file_ix: int) -> None:
+        """A whole file was read: its digest (over every byte, also any left after a gzip stream)."""
+        if self._hashing is not None:
+            while self._hashing.read(1 << 20):
+                pass
+            self.digests[file_ix] = self._hashing.sha.hexdigest()
+            self._hashing = None
+
+    def feed(self, buf: bytes, n: int, lineno: int, file_ix: int) -> None:
+        """The block buf[:n] of whole lines (read without error), its first line numbered `lineno`."""
+        arms, hashes, cost, _ = self.want
+        if arms:
+            self.arm_lines.extend((file_ix, ln, line) for ln, line in _lines_with(buf, n, ARM_NEEDLE, lineno))
+        if hashes:
+            for _, line in _lines_with(buf, n, _HASH_NEEDLE, lineno):
+                add_hashes(line, self.seen)
+        if cost:
+            _add_costs(buf if n == len(buf) else buf[:n], self.cost)
