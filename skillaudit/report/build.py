@@ -498,6 +498,76 @@ CANNOT_SAY = (
     "`agent/claude-code.txt`, `skillaudit import harbor`) to get them.")
 
 
+def _verify_section(runs: Any, arms: Any, n_boot: int, seed: int, say: Progress) -> dict[str, Any] | None:
+    """Measured vs projected effect of the pruned re-runs, when the logs hold a pruned arm."""
+    if arms is None or "pruned" not in arms.names:
+        return None
+    from ..verify import verify
+
+    say("measured vs projected effect of the pruned re-runs")
+    return verify(runs, arms, n_boot=min(n_boot, 2000), seed=seed).to_dict()
+
+
+def _mark_edited(attr: Any, edited: dict[str, bool] | None, notes: list[str]) -> Any:
+    """The attribution with each skill's edited-since-the-runs flag; a note names the edited ones."""
+    if not edited:
+        return attr
+    from ..provenance import mark_edited
+
+    attr = mark_edited(attr, edited)
+    changed = sorted(s for s, e in edited.items() if e)
+    if changed:
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+        notes.append(f"{len(changed)} skill(s) edited since these runs ({shown}): the library's text differs "
+                     "from the one the runs retrieved, so their verdicts describe the old text.")
+    return attr
+
+
+def _clusters_step(library: Any, rows: dict[str, Any], runs: Any, notes: list[str], *, embedder: str,
+                   embed_model: str | None, cache_dir: str | None, threshold: float | None) -> tuple[Any, dict[str, Any]]:
+    """Embed and cluster the library: (the cluster report, the clusters section without communities)."""
+    from ..clusters import cluster_library
+
+    cluster_rep = cluster_library(library, rows, runs, embedder=embedder, model_path=embed_model,
+                                  cache_dir=cache_dir, threshold=threshold)
+    if cluster_rep.fallback_reason:
+        notes.append(f"The MiniLM embedder could not be loaded ({cluster_rep.fallback_reason}).")
+    near_dups = list(cluster_rep.near_duplicates)
+    clusters_doc = {"schema": "skillaudit.clusters/v1", **cluster_rep.to_dict(),
+                    "map": _map_coordinates(cluster_rep.embeddings)}
+    clusters_doc["near_duplicates_total"] = len(near_dups)
+    if len(near_dups) > MAX_NEAR_DUPLICATES:
+        clusters_doc["near_duplicates"] = clusters_doc["near_duplicates"][:MAX_NEAR_DUPLICATES]
+        notes.append(f"{len(near_dups):,} near-duplicate pairs: audit.json and skill_graph.graphml keep "
+                     f"the {MAX_NEAR_DUPLICATES:,} most similar (`skillaudit clusters --json` lists "
+                     "them all).")
+    return cluster_rep, clusters_doc
+
+
+def _pairs_doc(runs: Any, notes: list[str]) -> dict[str, Any]:
+    """What was paired (the inputs section), with notes on what was left out."""
+    if runs.n_unpaired:
+        notes.append(f"{runs.n_unpaired} record(s) without their other condition were left out.")
+    if runs.n_error_pairs:
+        notes.append(f"{runs.n_error_pairs} pair(s) with a harness error record were left out.")
+    return {"n_pairs": runs.n_pairs, "models": list(runs.models), "benchmarks": list(runs.benchmarks),
+            "unpaired_records": runs.n_unpaired, "error_pairs": runs.n_error_pairs,
+            "skills_retrieved": len(runs.skills)}
+
+
+def _skills_doc(attr: Any, library: Any, run_paths: Sequence[str], inputs: Any) -> dict[str, Any]:
+    """The skills section: the attribution, the library's descriptions and tokens per skill per model."""
+    from ..cost import cost_by_model
+
+    skills_doc = attr.to_dict()
+    skills_doc["descriptions"] = {s.id: s.description for s in library} if library is not None else {}
+    cost_doc = (cost_by_model(run_paths, library, table=inputs.cost_table)
+                if inputs is not None and inputs.cost_table is not None else cost_by_model(run_paths, library))
+    if cost_doc is not None:
+        skills_doc["cost"] = cost_doc
+    return skills_doc
+
+
 def bundles_section(runs: Any, top: int = 8) -> dict[str, Any]:
     """The per task-bundle view (skillaudit.bundles) for the report: the most harmful bundles with
     the agents they hurt, and what cannot be said without skill-use logs."""
@@ -702,15 +772,7 @@ def build_audit(
         from ..provenance import edited_skills, seen_hashes
 
         edited = edited_skills(inputs.seen_hashes if inputs is not None else seen_hashes(run_paths), library)
-    if edited:
-        from ..provenance import mark_edited
-
-        attr = mark_edited(attr, edited)
-        changed = sorted(s for s, e in edited.items() if e)
-        if changed:
-            shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
-            notes.append(f"{len(changed)} skill(s) edited since these runs ({shown}): the library's text differs "
-                         "from the one the runs retrieved, so their verdicts describe the old text.")
+    attr = _mark_edited(attr, edited, notes)
     rows = {r.skill_id: r for r in attr.pooled_rows()}  # clusters and graphs look at all pairs
 
     cluster_rep = None
@@ -718,23 +780,12 @@ def build_audit(
     near_dups: list = []
     harmful_groups: list[list[str]] | None = None
     if library is not None and len(library):
-        from ..clusters import cluster_library
-
         say(f"embedding {len(library)} skills ({embedder}) and clustering")
-        cluster_rep = cluster_library(library, rows, runs, embedder=embedder, model_path=embed_model,
-                                      cache_dir=cache_dir, threshold=near_duplicate_threshold)
-        if cluster_rep.fallback_reason:
-            notes.append(f"The MiniLM embedder could not be loaded ({cluster_rep.fallback_reason}).")
+        cluster_rep, clusters_doc = _clusters_step(library, rows, runs, notes, embedder=embedder,
+                                                   embed_model=embed_model, cache_dir=cache_dir,
+                                                   threshold=near_duplicate_threshold)
         near_dups = list(cluster_rep.near_duplicates)
         harmful_groups = cluster_rep.harmful_members()
-        clusters_doc = {"schema": "skillaudit.clusters/v1", **cluster_rep.to_dict(),
-                        "map": _map_coordinates(cluster_rep.embeddings)}
-        clusters_doc["near_duplicates_total"] = len(near_dups)
-        if len(near_dups) > MAX_NEAR_DUPLICATES:
-            clusters_doc["near_duplicates"] = clusters_doc["near_duplicates"][:MAX_NEAR_DUPLICATES]
-            notes.append(f"{len(near_dups):,} near-duplicate pairs: audit.json and skill_graph.graphml keep "
-                         f"the {MAX_NEAR_DUPLICATES:,} most similar (`skillaudit clusters --json` lists "
-                         "them all).")
     elif library is None:
         notes.append("No skill library was given (--skills): no clusters, near-duplicates or skill texts.")
 
@@ -760,41 +811,19 @@ def build_audit(
     }
     described = describe_inputs(run_paths, skills_path, library, settings, demo=demo,
                                 digests=inputs.digests if inputs is not None else None)
-    described["pairs"] = {
-        "n_pairs": runs.n_pairs, "models": list(runs.models), "benchmarks": list(runs.benchmarks),
-        "unpaired_records": runs.n_unpaired, "error_pairs": runs.n_error_pairs,
-        "skills_retrieved": len(runs.skills),
-    }
-    if runs.n_unpaired:
-        notes.append(f"{runs.n_unpaired} record(s) without their other condition were left out.")
-    if runs.n_error_pairs:
-        notes.append(f"{runs.n_error_pairs} pair(s) with a harness error record were left out.")
-    skills_doc = attr.to_dict()
-    skills_doc["descriptions"] = {s.id: s.description for s in library} if library is not None else {}
-    from ..cost import cost_by_model
-
-    # tokens per skill (usage deltas), per model
-    cost_doc = (cost_by_model(run_paths, library, table=inputs.cost_table)
-                if inputs is not None and inputs.cost_table is not None else cost_by_model(run_paths, library))
-    if cost_doc is not None:
-        skills_doc["cost"] = cost_doc
+    described["pairs"] = _pairs_doc(runs, notes)
+    skills_doc = _skills_doc(attr, library, run_paths, inputs)
 
     metrics_doc = metrics.to_dict()
     prune_doc = _compact_recommendations(prune.to_dict())
     library_doc = [e.to_dict() for e in attr.library]
-    unlogged = runs.use_unlogged
     bundles_doc = None
-    if unlogged.any():
+    if runs.use_unlogged.any():
         say("per task-bundle effects across agents (skill use not logged)")
-        bundles_doc = bundles_section(runs.subset(unlogged))
-        if unlogged.all():
+        bundles_doc = bundles_section(runs.subset(runs.use_unlogged))
+        if runs.use_unlogged.all():
             library_doc = []  # nothing retrieved to judge entries by: the bundle section says why
-    verify_doc = None
-    if arms is not None and "pruned" in arms.names:
-        from ..verify import verify
-
-        say("measured vs projected effect of the pruned re-runs")
-        verify_doc = verify(runs, arms, n_boot=min(n_boot, 2000), seed=seed).to_dict()
+    verify_doc = _verify_section(runs, arms, n_boot, seed, say)
     result = AuditResult(
         verify=verify_doc,
         headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc),
