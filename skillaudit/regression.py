@@ -106,6 +106,37 @@ class SkillEffectRegression:
         g = len(members)
         Z = None if exact else _merge_columns(X.to_scipy(), col_group, g)
 
+        coef_g, ci_g, p_g, est_g, group_n, boot_g, null, Z = self._fit_merged(X, y, groups, gram, members,
+                                                                               col_group, Z)
+        self.n_groups_ = g
+        # the merged design, for what is computed over all of it (library means, relative effects)
+        self.col_group_ = col_group
+        self.group_coef_ = coef_g
+        self.group_boot_ = boot_g
+        self.group_estimable_ = est_g
+        self.group_size_ = np.bincount(col_group[col_group >= 0], minlength=g) if g else np.zeros(0, np.int64)
+        self.group_n_ = group_n
+
+        coef, ci, pv, ident, aliases, alias_coef, alias_ci, boot = self._per_column(
+            p, members, col_group, null, coef_g, ci_g, p_g, est_g, boot_g, bool(g and n))
+        self.coef_ = coef
+        self.coef_ci_ = ci
+        self.coef_p_ = pv
+        self.identifiable_ = ident
+        self.aliases_ = aliases
+        self.alias_coef_ = alias_coef
+        self.alias_coef_ci_ = alias_ci
+        self.boot_coef_ = boot
+        return self
+
+    def _fit_merged(self, X: Csr, y: np.ndarray, groups: np.ndarray, gram: Csr, members: list, col_group: np.ndarray,
+                    Z: Any) -> tuple[Any, ...]:
+        """Fit the merged design (one column per group of identical columns): its coefficients,
+        intervals, p-values, which groups are estimable, their pair counts, the resamples, the
+        null space and Z (made here when the intervals need it)."""
+        n, p = X.shape
+        g = len(members)
+        null = None
         coef_g = np.full(g, np.nan)
         ci_g = np.full((g, 2), np.nan)
         p_g = np.full(g, np.nan)
@@ -180,15 +211,14 @@ class SkillEffectRegression:
                 ci_g = _percentile(boot_g, self.level)
                 p_g = _boot_p(boot_g)
                 self.interval_method_ = "bootstrap"
-        self.n_groups_ = g
-        # the merged design, for what is computed over all of it (library means, relative effects)
-        self.col_group_ = col_group
-        self.group_coef_ = coef_g
-        self.group_boot_ = boot_g
-        self.group_estimable_ = est_g
-        self.group_size_ = np.bincount(col_group[col_group >= 0], minlength=g) if g else np.zeros(0, np.int64)
-        self.group_n_ = group_n
+        return coef_g, ci_g, p_g, est_g, group_n, boot_g, null, Z
 
+    @staticmethod
+    def _per_column(p: int, members: list, col_group: np.ndarray, null: Any, coef_g: np.ndarray, ci_g: np.ndarray,
+                    p_g: np.ndarray, est_g: np.ndarray, boot_g: np.ndarray, fitted: bool) -> tuple[Any, ...]:
+        """The merged fit spread back over the original columns: a column alone in its group and
+        estimable gets its group's estimate; the others are aliases with a joint effect."""
+        g = len(members)
         coef = np.full(p, np.nan)
         ci = np.full((p, 2), np.nan)
         pv = np.full(p, np.nan)
@@ -197,7 +227,7 @@ class SkillEffectRegression:
         alias_ci = np.full((p, 2), np.nan)
         aliases: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(p)]
         boot = np.full((boot_g.shape[0], p), np.nan)
-        if g and n:
+        if fitted:
             # whole-array copies from the merged columns; Python only for merged or entangled ones
             dependent = _dependent_sets(null, est_g)
             grp = np.maximum(col_group, 0)
@@ -216,15 +246,7 @@ class SkillEffectRegression:
                     for gj in dependent.get(gi, ()):
                         others.extend(members[gj])
                     aliases[j] = np.array(sorted(set(others)), dtype=np.int64)
-        self.coef_ = coef
-        self.coef_ci_ = ci
-        self.coef_p_ = pv
-        self.identifiable_ = ident
-        self.aliases_ = aliases
-        self.alias_coef_ = alias_coef
-        self.alias_coef_ci_ = alias_ci
-        self.boot_coef_ = boot
-        return self
+        return coef, ci, pv, ident, aliases, alias_coef, alias_ci, boot
 
     def predict(self, X: Any) -> np.ndarray:
         """Additive flip prediction sum_k coef_k over retrieved skills (aliases: joint effect)."""
