@@ -469,6 +469,54 @@ def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, 
             f"{_p(het_p)}; {counts})")
 
 
+def _regression_relative(reg: Any, n_g: np.ndarray, big_n: float, level: float, z: float,
+                         relative: bool) -> tuple[Any, ...]:
+    """From a fitted regression's merged columns: the ridge library mean and its interval (superseded
+    by the unpenalised mean when there is an interval), and each merged column's effect relative
+    to that mean with its interval and p (bootstrap percentiles, or the sandwich's normal ones)."""
+    g = n_g.size
+    coef_g = reg.group_coef_
+    mean = float(n_g @ coef_g / big_n)
+    mean_ci = None
+    c_g = big_n / np.maximum(big_n - n_g, 1e-12)
+    rel_g = c_g * (coef_g - mean)
+    rel_ci_g = np.full((g, 2), np.nan)
+    rel_p_g = np.full(g, np.nan)
+    if reg.interval_method_ == "bootstrap" and reg.group_boot_.shape[0]:
+        boot = reg.group_boot_
+        m_b = boot @ n_g / big_n
+        lo, hi = np.quantile(m_b, [(1 - level) / 2, (1 + level) / 2])
+        mean_ci = (float(lo), float(hi))
+        rel_b = c_g[None, :] * (boot - m_b[:, None])
+        rel_ci_g = np.quantile(rel_b, [(1 - level) / 2, (1 + level) / 2], axis=0).T
+        rel_p_g = _boot_p(rel_b)
+    elif reg.interval_method_ == "sandwich" and reg.group_cov_ is not None:
+        cov = reg.group_cov_
+        vn = cov.times(n_g)
+        var_m = float(n_g @ vn) / big_n**2
+        se_m = var_m ** 0.5
+        mean_ci = (mean - z * se_m, mean + z * se_m)
+        if relative:  # the per-skill intervals need the sandwich's diagonal
+            var_rel = c_g**2 * np.maximum(cov.diag() - 2 * vn / big_n + var_m, 0.0)
+            se = np.sqrt(var_rel)
+            rel_ci_g = np.column_stack([rel_g - z * se, rel_g + z * se])
+            zs = np.abs(rel_g) / np.where(se > 0, se, 1.0)
+            rel_p_g = np.where(se > 0, np.vectorize(math.erfc)(zs / math.sqrt(2.0)), 1.0)
+    return mean, mean_ci, rel_g, rel_ci_g, rel_p_g
+
+
+def _verdict(judged: bool, het_p: float | None, direction: str | None, alpha: float) -> str:
+    """skill-specific when the skills differ; library-wide when they do not but the library mean
+    does; none otherwise (or when there is nothing to judge)."""
+    if not judged:
+        return "none"
+    if het_p is not None and het_p <= alpha:
+        return "skill-specific"
+    if direction is not None and het_p is not None:
+        return "library-wide"
+    return "none"
+
+
 def library_effect(
     reg: Any,
     X: Csr,
@@ -512,33 +560,7 @@ def library_effect(
     slope = slope_ci = None
     if g and n_pairs:
         n_g = reg.group_n_.astype(np.float64)
-        big_n = float(X.nnz)  # injected skills (canonical X: one entry per retrieved skill)
-        coef_g = reg.group_coef_
-        mean = float(n_g @ coef_g / big_n)
-        c_g = big_n / np.maximum(big_n - n_g, 1e-12)
-        rel_g = c_g * (coef_g - mean)
-        rel_ci_g = np.full((g, 2), np.nan)
-        rel_p_g = np.full(g, np.nan)
-        if reg.interval_method_ == "bootstrap" and reg.group_boot_.shape[0]:
-            boot = reg.group_boot_
-            m_b = boot @ n_g / big_n
-            lo, hi = np.quantile(m_b, [(1 - level) / 2, (1 + level) / 2])
-            mean_ci = (float(lo), float(hi))
-            rel_b = c_g[None, :] * (boot - m_b[:, None])
-            rel_ci_g = np.quantile(rel_b, [(1 - level) / 2, (1 + level) / 2], axis=0).T
-            rel_p_g = _boot_p(rel_b)
-        elif reg.interval_method_ == "sandwich" and reg.group_cov_ is not None:
-            cov = reg.group_cov_
-            vn = cov.times(n_g)
-            var_m = float(n_g @ vn) / big_n**2
-            se_m = var_m ** 0.5
-            mean_ci = (mean - z * se_m, mean + z * se_m)
-            if relative:  # the per-skill intervals need the sandwich's diagonal
-                var_rel = c_g**2 * np.maximum(cov.diag() - 2 * vn / big_n + var_m, 0.0)
-                se = np.sqrt(var_rel)
-                rel_ci_g = np.column_stack([rel_g - z * se, rel_g + z * se])
-                zs = np.abs(rel_g) / np.where(se > 0, se, 1.0)
-                rel_p_g = np.where(se > 0, np.vectorize(math.erfc)(zs / math.sqrt(2.0)), 1.0)
+        mean, mean_ci, rel_g, rel_ci_g, rel_p_g = _regression_relative(reg, n_g, float(X.nnz), level, z, relative)
         # back to skills: a skill alone in its merged column, with an estimable coefficient
         cg = reg.col_group_
         grp = np.maximum(cg, 0)
@@ -588,14 +610,7 @@ def library_effect(
     unconfirmed = excludes and flip_p is not None and (flip_p > 1 - level or n_flips < MIN_LIBRARY_FLIPS)
     if excludes and not unconfirmed:
         direction = "harm" if mean_ci[1] < 0 else "help"  # type: ignore[index]
-    if not reportable or not has_interval:
-        verdict = "none"
-    elif het_p is not None and het_p <= alpha:
-        verdict = "skill-specific"
-    elif direction is not None and het_p is not None:
-        verdict = "library-wide"
-    else:
-        verdict = "none"
+    verdict = _verdict(reportable and has_interval, het_p, direction, alpha)
     rec = None
     if verdict == "library-wide" and direction == "harm":
         # the slope's bootstrap interval decides between the two library-level recommendations
