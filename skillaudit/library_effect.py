@@ -173,6 +173,26 @@ def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndar
     return heterogeneity_tests(Z, y, units, strata, tested, (), n_perm, seed, baseline)[0]
 
 
+def _live_blocks(active: list[int], designs: list[tuple[np.ndarray | None, Any]], runs: list[tuple[int, int]],
+                 run_strat: list[int], strata: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray | None, dict[int, Any]]:
+    """The blocks to shuffle, the rows to permute (None: all) and where each design's rows sit.
+    Once the whole population's test has stopped, only the strata of undecided subsets are
+    permuted: blocks never cross strata, so each subset's permutations stay what they were."""
+    if any(designs[i][0] is None for i in active):
+        return runs, None, {i: designs[i][0] for i in active}
+    parts: list[np.ndarray] = []
+    where: dict[int, Any] = {}
+    off = 0
+    for i in active:
+        rows_i = designs[i][0]
+        parts.append(rows_i)
+        where[i] = slice(off, off + rows_i.size)
+        off += rows_i.size
+    live = {int(strata[designs[i][0][0]]) for i in active if designs[i][0].size}
+    return ([run for run, st in zip(runs, run_strat, strict=True) if st in live],
+            np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), where)
+
+
 def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndarray,
                         tested: np.ndarray, subsets: Sequence[tuple[np.ndarray, Csr, np.ndarray]] = (),
                         n_perm: int = N_PERMUTATIONS, seed: int = 0,
@@ -241,22 +261,7 @@ def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.nda
     run_strat = [int(strat_of_unit[placed[s]]) for s, _ in runs]
 
     def plan(active: list[int]) -> tuple[list[tuple[int, int]], np.ndarray | None, dict[int, Any]]:
-        """The blocks to shuffle, the rows to permute (None: all) and where each design's rows sit.
-        Once the whole population's test has stopped, only the strata of undecided subsets are
-        permuted: blocks never cross strata, so each subset's permutations stay what they were."""
-        if any(designs[i][0] is None for i in active):
-            return runs, None, {i: designs[i][0] for i in active}
-        parts: list[np.ndarray] = []
-        where: dict[int, Any] = {}
-        off = 0
-        for i in active:
-            rows_i = designs[i][0]
-            parts.append(rows_i)
-            where[i] = slice(off, off + rows_i.size)
-            off += rows_i.size
-        live = {int(strata[designs[i][0][0]]) for i in active if designs[i][0].size}
-        return ([run for run, st in zip(runs, run_strat, strict=True) if st in live],
-                np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), where)
+        return _live_blocks(active, designs, runs, run_strat, strata)
 
     perm = [np.empty((2, b_total)) for _ in designs]
     chunk = max(1, _CHUNK_CELLS // max(n, n_units, 1))
