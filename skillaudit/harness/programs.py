@@ -237,6 +237,21 @@ import resource
 report({"ok": True, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
 """
 
+# The answer's code loaded with stdout captured; a load error is saved (`save()`, `STATE`) and ends
+# the program. Shared by the HumanEval recorder and `run_calls`'s runner.
+LOAD_SOLUTION = r"""sink = io.StringIO()
+sys.stdout = sink
+ns = {"__name__": "__solution__"}
+try:
+    exec(compile(P["code"], "solution.py", "exec"), ns)
+    fn = ns[P["entry_point"]]
+except BaseException as exc:
+    STATE["load"] = type(exc).__name__ + ": " + str(exc)[:300]
+    sys.stdout = sys.__stdout__
+    save()
+    raise SystemExit(0)
+"""
+
 # HumanEval, run 1 (contains the answer): check() calls the answer through a wrapper that records
 # the arguments and the tagged output of every call, and hands check() the decoded output, so
 # check() sees exactly what run 2 will. Random state is restored around each call, so an answer
@@ -260,18 +275,7 @@ def key(args, kw):
     except BaseException:
         return "?"
 
-sink = io.StringIO()
-sys.stdout = sink
-ns = {"__name__": "__solution__"}
-try:
-    exec(compile(P["code"], "solution.py", "exec"), ns)
-    fn = ns[P["entry_point"]]
-except BaseException as exc:
-    STATE["load"] = type(exc).__name__ + ": " + str(exc)[:300]
-    sys.stdout = sys.__stdout__
-    save()
-    raise SystemExit(0)
-
+""" + LOAD_SOLUTION + r"""
 def candidate(*args, **kw):
     a, k = copy.deepcopy((args, kw))
     rec = [key(a, k), "ok", None]
@@ -442,18 +446,7 @@ def save():
     with open(OUT_NAME, "w", encoding="utf-8") as fh:
         json.dump(STATE, fh)
 
-sink = io.StringIO()
-sys.stdout = sink
-ns = {"__name__": "__solution__"}
-try:
-    exec(compile(P["code"], "solution.py", "exec"), ns)
-    fn = ns[P["entry_point"]]
-except BaseException as exc:
-    STATE["load"] = type(exc).__name__ + ": " + str(exc)[:300]
-    sys.stdout = sys.__stdout__
-    save()
-    raise SystemExit(0)
-del P
+""" + LOAD_SOLUTION + r"""del P
 random.seed(0)
 for args, kw in CALLS:
     a, k = copy.deepcopy((args, kw))
