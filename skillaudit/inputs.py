@@ -26,8 +26,8 @@ from typing import IO, Any
 
 import orjson
 
-from .arms import ARM_NEEDLE, ArmLines, ArmRecords, join_arms, parse_arm_lines
 from .cost import CostReport, CostTable
+from .counterfactual import ARM_NEEDLE, ArmLines, ArmRecords, join_arms, parse_arm_lines
 from .provenance import add_hashes, edited_skills
 from .runs import _HASH_NEEDLE, PairedRuns, _CodeLines, _load
 

@@ -71,7 +71,7 @@ class PairedRuns:
     unpaired_examples: tuple[str, ...] = ()
     n_error_pairs: int = 0
     sources: tuple[str, ...] = field(default=())
-    n_arm_records: int = 0  # counterfactual arm records set aside (read them with skillaudit.arms)
+    n_arm_records: int = 0  # counterfactual arm records set aside (read them with skillaudit.counterfactual)
     # False: no line the loader read holds the bytes "hash", so no record logs a skill's content
     # hash and the provenance pass (skillaudit.provenance.seen_hashes) has nothing to find
     skill_hashes: bool = True
@@ -307,7 +307,7 @@ if msgspec is not None:
         retrieved: list[str] | None = None
         invoked: bool | Literal[0, 1] | None = None
         error: Any = None
-        arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.arms
+        arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.counterfactual
         use_logged: bool | None = None  # false: skills offered (`offered`, not read here), their use not recorded
 
     class _Rec(_RecCore, gc=False):

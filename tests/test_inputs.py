@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from skillaudit import runs as runs_mod
-from skillaudit.arms import load_arms
 from skillaudit.cli import cli
 from skillaudit.cost import library_chars, read_records, skill_costs
+from skillaudit.counterfactual import load_arms
 from skillaudit.errors import RunLogError
 from skillaudit.inputs import load_inputs
 from skillaudit.library import load_library
