@@ -42,7 +42,8 @@ import orjson
 
 from ._csr import Csr
 from .errors import InputError, RunLogError
-from .runs import PairedRuns, _open
+from .runs import PairedRuns
+from .runs.records import _open
 from .stats import bh_qvalues, bootstrap_totals, p_text, paired_test, percentile_ci, unit_sums
 
 #: arms that vary the enabled run's tool result, and the one that repeats the disabled run

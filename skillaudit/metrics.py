@@ -346,7 +346,7 @@ def top_k_of_files(paths: tuple[str, ...] | list[str]) -> dict[int | None, list[
     import orjson
 
     from .errors import RunLogError
-    from .runs import _open
+    from .runs.records import _open
 
     groups: dict[int | None, list[str]] = {}
     for path in paths:
