@@ -40,6 +40,7 @@ from click.testing import CliRunner  # noqa: E402
 from skillaudit import runs  # noqa: E402
 from skillaudit.cli import cli  # noqa: E402
 from skillaudit.errors import SkillauditError  # noqa: E402
+from skillaudit.runs import reader as runs_reader  # noqa: E402 - where the three paths are chosen
 
 PATHS = ("c", "msgspec", "exact")
 SKILLS = ["set-ops", "sort-key", "percent-change", "gcd", "Ünïcode-skill", "a\\u0041b"]
@@ -219,9 +220,9 @@ def generate(rng: random.Random, i: int) -> Case:
 
 # ---------------------------------------------------------------- running
 def _force(path: str, saved: dict) -> None:
-    runs._scan = saved["_scan"] if path == "c" else None
-    runs._decode = saved["_decode"] if path != "exact" else None
-    runs._decode_core = saved["_decode_core"] if path != "exact" else None
+    runs_reader._scan = saved["_scan"] if path == "c" else None
+    runs_reader._decode = saved["_decode"] if path != "exact" else None
+    runs_reader._decode_core = saved["_decode_core"] if path != "exact" else None
 
 
 def _digest(paired) -> str:
@@ -266,7 +267,7 @@ def run_campaign(n_logs: int, seed: int = 0, cli_sample: int = 0, workdir: str |
                  show: int = 5) -> Tally:
     rng = random.Random(seed)
     tally = Tally()
-    saved = {k: getattr(runs, k) for k in ("_scan", "_decode", "_decode_core")}
+    saved = {k: getattr(runs_reader, k) for k in ("_scan", "_decode", "_decode_core")}
     runner = CliRunner()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -296,7 +297,7 @@ def run_campaign(n_logs: int, seed: int = 0, cli_sample: int = 0, workdir: str |
                     tally.verdicts[got["c"][0]] += 1
             finally:
                 for k, v in saved.items():
-                    setattr(runs, k, v)
+                    setattr(runs_reader, k, v)
             for cmd in CLI_COMMANDS:
                 res = runner.invoke(cli, [*cmd, path])
                 tally.exit_codes[res.exit_code] += 1

@@ -480,7 +480,7 @@ def _causal_step(runs: PairedRuns, arms: Any, ids: tuple[str, ...], lib_effect: 
                  level: float, alpha: float) -> tuple[dict[str, list[Any]], dict[str, Any] | None, Any]:
     """Per-skill causal effects from mask re-runs: (their columns, the summary, the library effect
     updated with the skills the re-runs measured as differing)."""
-    from .arms import causal_effects
+    from .counterfactual import causal_effects
 
     ce = causal_effects(runs, arms, n_boot=max(n_boot, 0), seed=seed, level=level, alpha=alpha)
     if ce is None:

@@ -225,11 +225,11 @@ class CostTable:
         self.n += other.n
 
     def freeze(self) -> CostTable:
-        """The columns as arrays; each pair numbered in first-seen order (`runs._slots`)."""
+        """The columns as arrays; each pair numbered in first-seen order (`runs.pairing._slots`)."""
         if self.frozen is not None:
             return self
         self._flush()
-        from .runs import _slots
+        from .runs.pairing import _slots
 
         def joined(k: str, dtype: Any, shape: tuple[int, ...] = ()) -> np.ndarray:
             return np.concatenate(self.cols[k]) if self.cols[k] else np.zeros((0, *shape), dtype)

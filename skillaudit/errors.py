@@ -1,4 +1,5 @@
-"""Exceptions raised by skillaudit's library code; only cli.py turns them into messages."""
+"""Exceptions raised by skillaudit's library code; only the commands (`skillaudit.commands`, via
+`reports_errors`) turn them into messages."""
 
 from __future__ import annotations
 

@@ -26,10 +26,12 @@ from typing import IO, Any
 
 import orjson
 
-from .arms import ARM_NEEDLE, ArmLines, ArmRecords, join_arms, parse_arm_lines
 from .cost import CostReport, CostTable
+from .counterfactual import ARM_NEEDLE, ArmLines, ArmRecords, join_arms, parse_arm_lines
 from .provenance import add_hashes, edited_skills
-from .runs import _HASH_NEEDLE, PairedRuns, _CodeLines, _load
+from .runs import PairedRuns, _load
+from .runs.reader import _HASH_NEEDLE
+from .runs.records import _CodeLines
 
 try:
     import msgspec
@@ -252,7 +254,7 @@ def _add_costs(data: bytes, table: CostTable) -> None:
 
 
 class _Extra:
-    """What load_inputs keeps of the blocks one reader reads (see skillaudit.runs._State.extra)."""
+    """What load_inputs keeps of the blocks one reader reads (see skillaudit.runs.reader._State.extra)."""
 
     def __init__(self, arms: bool, hashes: bool, cost: bool, digests: bool) -> None:
         self.want = (arms, hashes, cost, digests)

@@ -99,7 +99,7 @@ class GroupMetrics:
     p_cond_test: str = "exact McNemar"
     n_cond_tasks: int = 0
     skip_minus_rae_ci: list[float] | None = None  # delta_skip - RAE (task-level bootstrap)
-    # counterfactual arms (skillaudit.arms), where the runs have them
+    # counterfactual arms (skillaudit.counterfactual), where the runs have them
     arms: dict[str, Any] = field(default_factory=dict)
     aa_flip_rate: float | None = None
     aa_pairs: int = 0
@@ -238,7 +238,7 @@ def group_metrics(
     }
     arm_fields: dict[str, Any] = {}
     if arms is not None and arms.n:
-        from .arms import arm_effects, injection_verdict
+        from .counterfactual import arm_effects, injection_verdict
 
         effects, aa_rate, aa_n = arm_effects(runs, arms, n_boot=n_boot, seed=seed, level=level, mid_p=mid_p)
         arm_fields = {"arms": {k: v.to_dict() for k, v in effects.items()}, "aa_flip_rate": aa_rate,
@@ -312,7 +312,7 @@ def compute_metrics(
 ) -> MetricsResult:
     """One group per (model, benchmark) present, then one pooled group per model (`'*'`).
 
-    `arms`: the runs' arm records (`skillaudit.arms.load_arms`); each group then also reports the
+    `arms`: the runs' arm records (`skillaudit.counterfactual.load_arms`); each group then also reports the
     arms' content and context effects and the A/A flip rate."""
     kw = {"min_cond": min_cond, "n_boot": n_boot, "seed": seed, "level": level, "mid_p": mid_p}
     groups: list[GroupMetrics] = []
@@ -346,7 +346,7 @@ def top_k_of_files(paths: tuple[str, ...] | list[str]) -> dict[int | None, list[
     import orjson
 
     from .errors import RunLogError
-    from .runs import _open
+    from .runs.records import _open
 
     groups: dict[int | None, list[str]] = {}
     for path in paths:

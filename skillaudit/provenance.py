@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from .runs import _HASH_NEEDLE as _NEEDLE
-from .runs import _open
+from .runs.reader import _HASH_NEEDLE as _NEEDLE
+from .runs.records import _open
 
 _BLOCK = 1 << 22
 _ENABLED = {"enabled", "on", "skills_on"}

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .arms import ArmRecords
+from .counterfactual import ArmRecords
 from .errors import InputError
 from .runs import PairedRuns
 from .stats import bootstrap_totals, percentile_ci, unit_sums
@@ -183,7 +183,7 @@ def rerun_pruned(paths: tuple[str, ...], skills: str, endpoint: str, model: str,
     replay the touched retrieving pairs against the library without `prune`, with the base runs'
     own sampling and tool settings (from their records' meta). Yields one summary line per log."""
     from .harness.agent import AgentConfig
-    from .harness.arms import base_models, read_base
+    from .harness.arm_runner import base_models, read_base
     from .harness.runner import RunOptions, run_arms
 
     done = 0

@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from skillaudit import runs as runs_mod
-from skillaudit.arms import load_arms
 from skillaudit.cli import cli
 from skillaudit.cost import library_chars, read_records, skill_costs
+from skillaudit.counterfactual import load_arms
 from skillaudit.errors import RunLogError
 from skillaudit.inputs import load_inputs
 from skillaudit.library import load_library
 from skillaudit.provenance import seen_hashes
+from skillaudit.runs import reader as runs_reader
+from skillaudit.runs import workers as runs_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = sorted(str(p) for p in (ROOT / "sample_runs").glob("*.jsonl"))
@@ -126,14 +127,14 @@ def test_byte_ranges_and_gzip_give_the_same(tmp_path, monkeypatch, scanner):
     C scanner, processes without); a gzip file is read whole: arm lines keep their line numbers
     and the cost rows their order either way."""
     if not scanner:
-        monkeypatch.setattr(runs_mod, "_scan", None)
+        monkeypatch.setattr(runs_reader, "_scan", None)
     log = tmp_path / "all.jsonl"
     log.write_bytes(b"".join(Path(p).read_bytes() for p in SAMPLE))
     gz = tmp_path / "all.jsonl.gz"
     gz.write_bytes(gzip.compress(log.read_bytes()))
     lib = load_library(SKILLS)
     one = load_inputs([str(log)], library=lib, cost=True, digests=True)
-    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 4096)  # cut the 0.8 MB file into ranges
+    monkeypatch.setattr(runs_workers, "_MIN_UNIT", 4096)  # cut the 0.8 MB file into ranges
     cut = load_inputs([str(log)], library=lib, cost=True, digests=True, jobs=4)
     zipped = load_inputs([str(gz)], library=lib, cost=True, digests=True, jobs=4)
     want = [(f"{log}:{i}", line) for i, line in enumerate(log.read_bytes().splitlines(keepends=True), 1)
@@ -154,7 +155,7 @@ def test_a_bad_arm_record_names_its_line(tmp_path, monkeypatch):
     bad = {"task_id": "t1", "condition": "enabled", "correct": True, "arm": "mask", "meta": {"mask_seed": "x"}}
     log = tmp_path / "runs.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in [*main, bad]))
-    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 4096)
+    monkeypatch.setattr(runs_workers, "_MIN_UNIT", 4096)
     for jobs in (1, 3):
         got = load_inputs([str(log)], jobs=jobs)
         with pytest.raises(RunLogError, match=rf"runs\.jsonl:{len(main) + 1}: 'meta\.mask_seed' must be an integer"):
@@ -254,7 +255,7 @@ def test_cost_fields_of_every_shape(write_jsonl, fallback, monkeypatch):
     """The cost fields kept in the one pass give the figures the per-record reading gave (with
     `fallback`, in blocks of ~2 KB: typed blocks and blocks read as dicts, in reading order)."""
     if fallback:
-        monkeypatch.setattr(runs_mod, "_BLOCK", 2048)
+        monkeypatch.setattr(runs_reader, "_BLOCK", 2048)
     path = write_jsonl(_odd_records(fallback))
     chars = {"s0": 100, "s1": 250, "s2": 400, "s3": 1000}
     got = load_inputs([str(path)], cost=True).cost_table.report(chars)

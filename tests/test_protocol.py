@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skillaudit.harness.agent import AgentConfig
-from skillaudit.harness.arms import FILLER_TEXT
+from skillaudit.harness.arm_runner import FILLER_TEXT
 from skillaudit.harness.protocol import Skills, body_arm, call_agent, catalog_agent, catalog_hash
 from skillaudit.harness.retrieve import SkillIndex
 from skillaudit.library import load_library

@@ -138,11 +138,10 @@ def test_importers_keep_the_hash_of_a_retrieved_skill():
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_loader_tells_whether_any_line_can_hold_a_hash(library, write_jsonl, tmp_path, monkeypatch, jobs):
     """load_runs sets skill_hashes only when some line holds the bytes "hash": in a later block, in the second file, with parsing workers too; without it the provenance pass is skipped."""
-    from skillaudit import runs as runs_module
-    from skillaudit.runs import load_runs
+    from skillaudit.runs import load_runs, reader, workers
 
-    monkeypatch.setattr(runs_module, "_BLOCK", 256)  # many blocks per file
-    monkeypatch.setattr(runs_module, "_MIN_UNIT", 1)  # workers even for small files
+    monkeypatch.setattr(reader, "_BLOCK", 256)  # many blocks per file
+    monkeypatch.setattr(workers, "_MIN_UNIT", 1)  # workers even for small files
     plain = str(write_jsonl(_records({})))
     assert not load_runs([plain], jobs=jobs).skill_hashes
     recs = [{**r, "task_id": "b" + r["task_id"]} for r in _records({})]  # other tasks than `plain`'s

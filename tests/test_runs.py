@@ -292,7 +292,7 @@ def test_reader_equals_a_plain_json_reference(write_jsonl, seed, adherence):
 @pytest.mark.parametrize(("epochs", "n_tasks"), [("small", 400), ("huge", 400), ("small", 100_000)])
 def test_slots_number_keys_in_first_seen_order(epochs, n_tasks):
     """Pairing keys are numbered in order of first appearance, by a key table or by sorting (sparse keys)."""
-    from skillaudit.runs import _slots
+    from skillaudit.runs.pairing import _slots
 
     rng = np.random.default_rng(5)
     n = 3000
@@ -314,6 +314,7 @@ def test_slots_number_keys_in_first_seen_order(epochs, n_tasks):
 def test_use_logged_false_marks_pairs_offered_only_on_every_reader_path(tmp_path, monkeypatch):
     """`"use_logged": false` on an enabled record is read the same by the scanner bypass, msgspec and the exact path."""
     import skillaudit.runs as runs_mod
+    from skillaudit.runs import reader
 
     lines = [
         '{"task_id":"a","condition":"enabled","correct":true,"use_logged":false,"offered":["a/skills"]}',
@@ -327,7 +328,7 @@ def test_use_logged_false_marks_pairs_offered_only_on_every_reader_path(tmp_path
     assert got.use_unlogged.tolist() == [True, False]  # only the enabled record's flag counts
     assert got.retrieved.tolist() == [False, True]
     assert got.subset(np.array([True, False])).use_unlogged.tolist() == [True]
-    monkeypatch.setattr(runs_mod, "_decode", None)  # the exact path alone
+    monkeypatch.setattr(reader, "_decode", None)  # the exact path alone
     assert runs_mod.load_runs([str(path)]).use_unlogged.tolist() == [True, False]
     plain = tmp_path / "p.jsonl"
     plain.write_text("\n".join([*lines[2:3], '{"task_id":"b","condition":"disabled","correct":true}']) + "\n")

@@ -15,10 +15,10 @@ import pytest
 from _factories import pair
 from click.testing import CliRunner
 
-from skillaudit import runs
 from skillaudit.cli import cli
 from skillaudit.errors import RunLogError
 from skillaudit.runs import load_runs
+from skillaudit.runs import reader as runs_reader
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -48,10 +48,10 @@ PATHS = ["c", "msgspec", "exact"]
 def reader(request, monkeypatch):
     """Force one of the three reader paths: the C scanner, msgspec, or the exact (orjson) path."""
     if request.param != "c":
-        monkeypatch.setattr(runs, "_scan", None)
+        monkeypatch.setattr(runs_reader, "_scan", None)
     if request.param == "exact":
-        monkeypatch.setattr(runs, "_decode", None)
-        monkeypatch.setattr(runs, "_decode_core", None)
+        monkeypatch.setattr(runs_reader, "_decode", None)
+        monkeypatch.setattr(runs_reader, "_decode_core", None)
     return request.param
 
 
@@ -114,7 +114,7 @@ def test_a_one_gib_line_in_a_small_gzip_is_refused_in_seconds(tmp_path):
 
 def test_long_lines_are_read_in_linear_time(tmp_path, monkeypatch):
     """A line many blocks long (built from chunks, not re-read per block) is read whole."""
-    monkeypatch.setattr(runs, "_BLOCK", 1 << 10)
+    monkeypatch.setattr(runs_reader, "_BLOCK", 1 << 10)
     recs = pair("t", True, False, retrieved=["s"], answer="x" * (3 << 20))
     data = "".join(json.dumps(r) + "\n" for r in recs).encode()
     path = tmp_path / "r.jsonl.gz"
@@ -124,8 +124,8 @@ def test_long_lines_are_read_in_linear_time(tmp_path, monkeypatch):
 
 
 def test_line_limit_names_the_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(runs, "_BLOCK", 64)
-    monkeypatch.setattr(runs, "_MAX_LINE", 1000)
+    monkeypatch.setattr(runs_reader, "_BLOCK", 64)
+    monkeypatch.setattr(runs_reader, "_MAX_LINE", 1000)
     path = tmp_path / "r.jsonl"
     path.write_bytes(_log(2) + b'{"task_id": "' + b"x" * 5000 + b'"}\n')
     with pytest.raises(RunLogError, match=r"r\.jsonl:5: line longer than 0 MiB"):

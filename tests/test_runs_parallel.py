@@ -104,10 +104,10 @@ def one_big_file(write_jsonl):
 
 def test_byte_ranges_of_one_file_equal_one_reader(one_big_file, monkeypatch):
     """A file cut into byte ranges at line starts (one per worker) gives exactly the sequential result."""
-    import skillaudit.runs as runs_mod
+    from skillaudit.runs import workers
 
-    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
-    units = runs_mod._work_units([one_big_file], runs_mod._file_sizes([one_big_file]), 3)
+    monkeypatch.setattr(workers, "_MIN_UNIT", 1)
+    units = workers._work_units([one_big_file], workers._file_sizes([one_big_file]), 3)
     assert len(units) == 3 and units[0][2] == 0 and units[-1][3] is None
     assert [u[3] for u in units[:-1]] == [u[2] for u in units[1:]]  # contiguous, no gap or overlap
     one = load_runs([one_big_file], jobs=1)
@@ -118,9 +118,9 @@ def test_byte_ranges_of_one_file_equal_one_reader(one_big_file, monkeypatch):
 
 def test_errors_in_a_later_byte_range_keep_their_line_numbers(write_jsonl, tmp_path, monkeypatch):
     """A bad line and a duplicate key deep in a split file are reported exactly as one reader reports them."""
-    import skillaudit.runs as runs_mod
+    from skillaudit.runs import workers
 
-    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
+    monkeypatch.setattr(workers, "_MIN_UNIT", 1)
     monkeypatch.chdir(tmp_path)
     recs = [r for i in range(60) for r in pair(f"t{i}", True, i % 2 == 0)]
     write_jsonl([*recs[:100], recs[3], *recs[100:]], "dup.jsonl")  # line 101 repeats line 4
@@ -138,19 +138,19 @@ def test_errors_in_a_later_byte_range_keep_their_line_numbers(write_jsonl, tmp_p
 
 def test_the_scanner_parses_in_threads(three_files, monkeypatch):
     """With the C scanner (which frees the GIL) --jobs starts threads, not processes, with the same result."""
-    import skillaudit.runs as runs_mod
+    from skillaudit.runs import workers
 
     def no_processes(*a, **k):
         raise AssertionError("a process pool was started")
 
     monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_processes)
-    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
+    monkeypatch.setattr(workers, "_MIN_UNIT", 1)
     assert_same(load_runs(three_files, jobs=1), load_runs(three_files, jobs=3))
 
 
 def test_auto_jobs_stays_in_process_for_small_logs(three_files):
     """jobs=0 uses one process below 8 MB of logs, so small audits pay no start-up cost."""
-    from skillaudit.runs import _auto_jobs, _file_sizes
+    from skillaudit.runs.workers import _auto_jobs, _file_sizes
 
     assert _auto_jobs(_file_sizes(three_files)) == 1
     assert_same(load_runs(three_files, jobs=0), load_runs(three_files, jobs=1))
@@ -160,7 +160,7 @@ def test_workers_that_cannot_run_fall_back_to_reading_in_process(three_files, mo
     """Without the C scanner workers are processes; when their pool breaks, the logs are read in-process, same result."""
     from concurrent.futures.process import BrokenProcessPool
 
-    import skillaudit.runs as runs_mod
+    from skillaudit.runs import reader, workers
 
     tried = []
 
@@ -170,7 +170,7 @@ def test_workers_that_cannot_run_fall_back_to_reading_in_process(three_files, mo
             raise BrokenProcessPool("a worker died")
 
     monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", Broken)
-    monkeypatch.setattr(runs_mod, "_MIN_UNIT", 1)
-    monkeypatch.setattr(runs_mod, "_scan", None)  # the scanner parses in threads, msgspec in processes
+    monkeypatch.setattr(workers, "_MIN_UNIT", 1)
+    monkeypatch.setattr(reader, "_scan", None)  # the scanner parses in threads, msgspec in processes
     assert_same(load_runs(three_files, jobs=1), load_runs(three_files, jobs=2))
     assert tried == [1]

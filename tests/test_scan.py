@@ -11,18 +11,17 @@ import numpy as np
 import pytest
 from test_runs import _messy_records, _reference, assert_matches_reference
 
-from skillaudit import runs
 from skillaudit.errors import RunLogError
 from skillaudit.library import Library, Skill
-from skillaudit.runs import load_runs
+from skillaudit.runs import load_runs, pairing, reader, records
 
 
 def test_the_scanner_is_built():
     """`make install` compiles the scanner (setup.py marks it optional only for machines without a compiler)."""
     from skillaudit import _scan
 
-    assert runs._scan is _scan
-    assert runs._State(runs._CodeLines(None), adherence=False).tables is not None
+    assert reader._scan is _scan
+    assert reader._State(records._CodeLines(None), adherence=False).tables is not None
 
 
 _CODE = "return sorted(set(values))"
@@ -30,15 +29,15 @@ _LIB = Library(skills=(Skill(id="s3", name="s3", description="d", body=f"```pyth
 
 
 def _read(blob: bytes, scanner: bool, adherence: bool = False) -> tuple[int | None, dict]:
-    st = runs._State(runs._CodeLines(_LIB), adherence=adherence)
+    st = reader._State(records._CodeLines(_LIB), adherence=adherence)
     if not scanner:
         st.tables = None
     st.names[0] = "f.jsonl"
     try:
-        n, err = runs._feed_blob(st, blob, 1, 0), None
+        n, err = reader._feed_blob(st, blob, 1, 0), None
     except RunLogError as exc:
         n, err = None, str(exc)
-    return n, runs._concat([runs._part(st, err)])
+    return n, pairing._concat([reader._part(st, err)])
 
 
 def _assert_same_part(a: dict, b: dict) -> None:
@@ -55,14 +54,14 @@ def _assert_same_part(a: dict, b: dict) -> None:
 def scan_calls(monkeypatch):
     """Counts of the scanner's answers: blocks read, blocks given back to msgspec."""
     calls = {"read": 0, "bailed": 0}
-    real = runs._scan.scan
+    real = reader._scan.scan
 
     def counting(*args):
         out = real(*args)
         calls["bailed" if out is None else "read"] += 1
         return out
 
-    monkeypatch.setattr(runs._scan, "scan", counting)
+    monkeypatch.setattr(reader._scan, "scan", counting)
     return calls
 
 
@@ -191,8 +190,8 @@ def test_scanner_reads_every_block_as_msgspec_and_the_exact_path_do():
         assert got[0] == want[0]
         _assert_same_part(got[1], want[1])
         errors += want[1]["error"] is not None
-        st = runs._State(runs._CodeLines(None), adherence=False)
-        if runs._scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables) is None:
+        st = reader._State(records._CodeLines(None), adherence=False)
+        if reader._scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables) is None:
             bailed += 1
             assert not any((st.models, st.benches, st.tasks, st.skills))  # nothing left interned
         else:
@@ -212,11 +211,11 @@ def test_scores_are_the_numbers_msgspec_reads():
         score = rng.choice(forms)(x)
         lines.append(f'{{"task_id":"t{i}","condition":"on","correct":true,'
                      f'"retrievals":[{{"skills":[{{"id":"s","score":{score}}}]}}]}}')
-    st = runs._State(runs._CodeLines(None), adherence=False)
+    st = reader._State(records._CodeLines(None), adherence=False)
     accepted = 0
     for line in lines:
-        cols = runs._scan.scan(line.encode(), st.models, st.benches, st.tasks, st.skills, st.tables)
-        want = runs._decode_core(line.encode()).retrievals[0].skills[0].score
+        cols = reader._scan.scan(line.encode(), st.models, st.benches, st.tasks, st.skills, st.tables)
+        want = reader._decode_core(line.encode()).retrievals[0].skills[0].score
         if cols is not None:  # not given back for being over 40 characters or an integer over 18 digits
             accepted += 1
             assert np.frombuffer(cols[11], np.float64).tolist() == [want], line
@@ -225,17 +224,17 @@ def test_scores_are_the_numbers_msgspec_reads():
 
 def test_a_bail_late_in_a_block_leaves_the_vocabularies_as_they_were():
     """A block with a line the scanner cannot read interns nothing, though earlier lines had new ids."""
-    st = runs._State(runs._CodeLines(None), adherence=False)
+    st = reader._State(records._CodeLines(None), adherence=False)
     good = b'{"task_id":"a","condition":"on","correct":1,"model":"m","retrieved":["x","y"]}\n'
-    assert runs._scan.scan(good, st.models, st.benches, st.tasks, st.skills, st.tables) is not None
+    assert reader._scan.scan(good, st.models, st.benches, st.tasks, st.skills, st.tables) is not None
     before = [dict(v) for v in (st.models, st.benches, st.tasks, st.skills)]
     bad = (b'{"task_id":"b","condition":"on","correct":1,"model":"m2","retrieved":["z","x"]}\n'
            b'{"task_id":"c","condition":"on","correct":2}\n')
-    assert runs._scan.scan(bad, st.models, st.benches, st.tasks, st.skills, st.tables) is None
+    assert reader._scan.scan(bad, st.models, st.benches, st.tasks, st.skills, st.tables) is None
     assert [dict(v) for v in (st.models, st.benches, st.tasks, st.skills)] == before
     # and its id caches know nothing of them: "z" gets the next free id, "x" keeps its own
     again = b'{"task_id":"b","condition":"on","correct":1,"model":"m2","retrieved":["z","x"]}\n'
-    cols = runs._scan.scan(again, st.models, st.benches, st.tasks, st.skills, st.tables)
+    cols = reader._scan.scan(again, st.models, st.benches, st.tasks, st.skills, st.tables)
     assert np.frombuffer(cols[10], np.int64).tolist() == [2, 0]
     assert st.skills == {"x": 0, "y": 1, "z": 2} and st.models == {"m": 0, "m2": 1}
 
@@ -244,21 +243,21 @@ def test_a_bail_late_in_a_block_leaves_the_vocabularies_as_they_were():
 @pytest.mark.parametrize("tail", ["\n", ""])
 def test_blocks_are_whole_lines_whatever_the_block_size(tmp_path, monkeypatch, kind, tail):
     """Blocks end at line ends (long lines included) and, joined, give back the file or its byte range."""
-    monkeypatch.setattr(runs, "_BLOCK", 64)
+    monkeypatch.setattr(reader, "_BLOCK", 64)
     rng = random.Random(3)
     text = "\n".join("x" * rng.choice([0, 5, 63, 64, 65, 200]) for _ in range(60)) + tail
     data = text.encode()
     path = tmp_path / ("f.jsonl.gz" if kind == "gzip" else "f.jsonl")
     path.write_bytes(gzip.compress(data) if kind == "gzip" else data)
-    _, fh = runs._open(str(path))
+    _, fh = records._open(str(path))
     with fh:
         if kind == "range":
-            begin, end = runs._line_start_at(fh, 300), runs._line_start_at(fh, 2000)
+            begin, end = reader._line_start_at(fh, 300), reader._line_start_at(fh, 2000)
             fh.seek(begin)
-            blocks = [bytes(b) for b in runs._blocks(fh, True, end - begin)]
+            blocks = [bytes(b) for b in reader._blocks(fh, True, end - begin)]
             want = data[begin:end]
         else:
-            blocks = [bytes(b) for b in runs._blocks(fh, kind == "plain", -1)]
+            blocks = [bytes(b) for b in reader._blocks(fh, kind == "plain", -1)]
             want = data
     assert b"".join(blocks) == want
     assert all(b.endswith(b"\n") for b in blocks[:-1]) and all(blocks)
@@ -273,7 +272,7 @@ def test_commands_give_the_same_results_without_the_scanner(write_jsonl, monkeyp
                          f"r{s}.jsonl") for s in range(3)]
     lib = Library(skills=(Skill(id="s3", name="s3", description="d", body="b"),))
     with_c = load_runs(paths, library=lib, adherence=False)
-    monkeypatch.setattr(runs, "_scan", None)
+    monkeypatch.setattr(reader, "_scan", None)
     assert_same(with_c, load_runs(paths, library=lib, adherence=False))
 
 

@@ -86,7 +86,7 @@ class Skills:
         self._index = index
         self.top_k = top_k
         self.body_arm = body_arm
-        #: an arm's answer to a `search_skills` call instead of a search (`run --arms`: harness/arms.py)
+        #: an arm's answer to a `search_skills` call instead of a search (`run --arms`: harness/arm_runner.py)
         self.search_arm = search_arm
         #: set by the built-in search loop: the model called the tool (even a call that found nothing)
         self.called = False

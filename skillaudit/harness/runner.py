@@ -528,7 +528,7 @@ def _arm_pairs(opts: RunOptions, index: SkillIndex, model_label: str,
                warnings: list[str]) -> tuple[dict[Any, Any], dict[str, Task]]:
     """The base log's complete pairs the arms replay, checked against this run's settings and kept
     to --task-id and --shard, and their tasks; skills edited since the base run go to `warnings`."""
-    from .arms import base_models, read_base
+    from .arm_runner import base_models, read_base
 
     pairs = read_base(opts.base, model_label, opts.benchmark)
     if not pairs:
@@ -566,7 +566,7 @@ def run_arms(opts: RunOptions, quiet: bool = False,
     `replicate` re-runs every pair's disabled run with another seed. Records (with `"arm"`) are
     appended to `opts.out`; re-running resumes.
     """
-    from .arms import ArmTool, arm_seed, arm_units, mask_draw, parse_arms, replay_turns
+    from .arm_runner import ArmTool, arm_seed, arm_units, mask_draw, parse_arms, replay_turns
     from .taskrun import _view
 
     specs = parse_arms(opts.arms or "")

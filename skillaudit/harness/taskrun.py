@@ -298,7 +298,7 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
     loaded body kept with probability 1/2, M draws)."""
     from ..library import load_library
     from .agent import ChatClient
-    from .arms import FILLER_TEXT, arm_seed, parse_arms
+    from .arm_runner import FILLER_TEXT, arm_seed, parse_arms
     from .protocol import body_arm, mask_keeps
     from .taskfile import TaskFileScorer
 

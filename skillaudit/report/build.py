@@ -754,7 +754,7 @@ def build_audit(
         if inputs is not None:
             arms = inputs.arms(runs)
         else:
-            from ..arms import load_arms
+            from ..counterfactual import load_arms
 
             arms = load_arms(run_paths, runs)
     metrics = compute_metrics(runs, min_cond=min_cond, n_boot=n_boot, seed=seed, arms=arms)

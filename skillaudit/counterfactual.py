@@ -1,4 +1,10 @@
-"""Counterfactual arms (DESIGN §3.1b): read them, join them to the main pairs, and say what they show.
+"""The analysis of counterfactual runs (DESIGN §3.1b): read the arm records, join them to the main
+pairs, and say what they show (control-arm effects, per-skill causal effects of masks).
+
+This module only reads logs that already exist; the side that *produces* arm records (`skillaudit
+run --arms`: replaying a logged tool call, drawing masks, choosing what the tool returns) is
+`skillaudit.harness.arm_runner`. Named apart so "what do the re-runs show?" and "how are they run?"
+never share a file name.
 
 An arm record is a variant of a main pair's **enabled** run that replays its own tool call(s)
 and changes only what the tool returned (`random`, `filler`, `empty`, `corrupted`, `mask`,
@@ -36,7 +42,8 @@ import orjson
 
 from ._csr import Csr
 from .errors import InputError, RunLogError
-from .runs import PairedRuns, _open
+from .runs import PairedRuns
+from .runs.records import _open
 from .stats import bh_qvalues, bootstrap_totals, p_text, paired_test, percentile_ci, unit_sums
 
 #: arms that vary the enabled run's tool result, and the one that repeats the disabled run

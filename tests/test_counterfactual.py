@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from skillaudit.arms import causal_effects, load_arms
 from skillaudit.attribution import attribute
 from skillaudit.cli import cli
+from skillaudit.counterfactual import causal_effects, load_arms
 from skillaudit.errors import InputError, RunLogError
 from skillaudit.metrics import compute_metrics
 from skillaudit.runs import load_runs
@@ -177,7 +177,7 @@ def test_causal_validation_is_spearman(tmp_path):
     """The validation figure is Spearman's rank correlation (scipy) of held-out predictions and outcomes."""
     from scipy.stats import spearmanr
 
-    from skillaudit.arms import _spearman
+    from skillaudit.counterfactual import _spearman
 
     rng = np.random.default_rng(3)
     a, b = rng.random(50), (rng.random(50) < 0.5).astype(float)

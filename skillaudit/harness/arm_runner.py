@@ -1,5 +1,10 @@
-"""Counterfactual arms for `skillaudit run --arms` (DESIGN §3.1b): replay a logged enabled run's
-tool call(s) and change only what the tool returns.
+"""The runner of counterfactual arms for `skillaudit run --arms` (DESIGN §3.1b): replay a logged
+enabled run's tool call(s) and change only what the tool returns.
+
+This is the producing side (the `ArmTool`, arm seeds, mask draws, replayed turns, reading the base
+log); the analysis of the records it writes (control-arm effects, causal effects of masks) is
+`skillaudit.counterfactual`. Named apart so a newcomer can tell "how are the re-runs run?" from
+"what do they show?".
 
 An enabled arm keeps the enabled run's prompt, seed and tool call(s) (replayed from the log, not
 re-sampled: the model is asked only for the turns after the tool result) and returns:

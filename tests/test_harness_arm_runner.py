@@ -1,4 +1,4 @@
-"""Counterfactual arms of `skillaudit run --arms` against a scripted ChatML server (skillaudit.harness.arms)."""
+"""Counterfactual arms of `skillaudit run --arms` against a scripted ChatML server (skillaudit.harness.arm_runner)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from _harness_fakes import (
 )
 from click.testing import CliRunner
 
-from skillaudit.arms import causal_effects, load_arms
 from skillaudit.cli import cli
+from skillaudit.counterfactual import causal_effects, load_arms
 from skillaudit.harness.agent import FORCED_PREFILL, AgentConfig
-from skillaudit.harness.arms import corrupt_body, filler, mask_draw, parse_arms, replay_turns
+from skillaudit.harness.arm_runner import corrupt_body, filler, mask_draw, parse_arms, replay_turns
 from skillaudit.harness.runner import RunOptions, run
 from skillaudit.harness.score import Limits
 from skillaudit.regression import SkillEffectRegression

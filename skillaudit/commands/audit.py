@@ -1,0 +1,296 @@
+"""Commands that judge a whole library: `audit` (the report), `compare` (Figure 1 across models),
+`check` (the CI gate) and `diff` (what changed between two audits)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import click
+
+from ._shared import (
+    CommandError,
+    arms_for_cli,
+    attribution_option,
+    bootstrap_option,
+    echo,
+    edited_for_cli,
+    emit_json,
+    jobs_option,
+    json_option,
+    load_inputs_for_cli,
+    load_library_for_cli,
+    min_cond_option,
+    quiet_option,
+    reports_errors,
+    runs_argument,
+    seed_option,
+    skills_option,
+    strict_option,
+    warn,
+)
+
+
+# ---------------------------------------------------------------- audit / compare
+def _progress(quiet: bool) -> Callable[[str], None] | None:
+    """Progress lines on stderr (never stdout, so --json stays clean); None with --quiet."""
+    if quiet:
+        return None
+
+    def say(message: str) -> None:
+        echo(f"skillaudit: {message}", err=True)
+
+    return say
+
+
+@click.command(short_help="The whole audit as one report (HTML, Markdown, JSON, CSV, figures).")
+@click.argument("runs", nargs=-1, required=False, metavar="[RUNS...]")
+@skills_option()
+@click.option("--out", "out_dir", default="skillaudit-report", show_default=True,
+              type=click.Path(file_okay=False),
+              help="Report folder; replaced atomically, and only if it is new, empty or a previous report.")
+@click.option("--embedder", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
+              help="Skill embeddings for clusters and near-duplicates: minilm (offline model) or tfidf.")
+@click.option("--embed-model", type=click.Path(), default=None,
+              help="A sentence-transformers model folder to use instead of all-MiniLM-L6-v2.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Embedding cache folder (default: $SKILLAUDIT_CACHE_DIR or the user cache dir).")
+@click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
+              help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.50 tfidf).")
+@attribution_option
+@min_cond_option()
+@bootstrap_option("Paired bootstrap resamples of the metrics.")
+@click.option("--regression-bootstrap", "reg_boot", default=2000, show_default=True,
+              type=click.IntRange(min=0),
+              help="Bootstrap resamples of the per-skill regression CIs (capped at --bootstrap); "
+                   "lower it for libraries of thousands of skills; 0 = no regression.")
+@seed_option("Seed of every resampling step.")
+@jobs_option
+@strict_option
+@quiet_option
+@json_option
+@reports_errors
+def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder: str,
+          embed_model: str | None, cache_dir: str | None, threshold: float | None, attribution: str,
+          min_cond: int, n_boot: int, reg_boot: int, seed: int, jobs: int, strict: bool, quiet: bool,
+          as_json: bool) -> None:
+    """The whole audit in one report folder: report.html, report.md, audit.json, skills.csv, figures/.
+
+    Runs metrics, per-skill attribution, clusters, near-duplicates, recommendations and the
+    co-retrieval graph; the HTML page is self-contained (no script, no network) and printable.
+    With no RUNS and no --skills it audits the bundled demo (sample_runs/ against skills/). The
+    --out folder is replaced only once the new report is complete, so a failed audit leaves the
+    previous report intact. Progress goes to stderr (--quiet silences it).
+    """
+    from ..demo import demo_paths
+    from ..report.build import build_audit
+    from ..report.write import check_out_dir, write_report
+
+    demo = False
+    if not runs and skills_path is None:
+        d = demo_paths()
+        runs, skills_path, demo = tuple(str(p) for p in d.runs), str(d.skills), True
+    elif not runs:
+        raise click.UsageError("give the run logs to audit (RUNS...), or nothing at all for the bundled demo")
+    say = _progress(quiet)
+    inputs = [*runs, *([skills_path] if skills_path else [])]
+    check_out_dir(out_dir, inputs)  # fail before the long steps
+    from .._io import folder_lock
+
+    # one writer per --out folder: a second audit into it fails now, not after the long steps
+    click.get_current_context().with_resource(folder_lock(out_dir))
+    if say and demo:
+        say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
+    lib = load_library_for_cli(skills_path)
+    loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=lib is not None, digests=True)
+    arms = arms_for_cli(loaded)
+    edited = edited_for_cli(loaded)
+    result = build_audit(
+        runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
+        near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
+        min_cond=min_cond,
+        attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=loaded.runs,
+        arms=arms, edited=edited, jobs=jobs, inputs=loaded,
+    )
+    used = result.inputs["settings"].get("embedder_used")
+    if used and used != embedder:
+        warn(f"the {embedder} embedder could not be loaded; clusters use {used} instead")
+    written = write_report(result, out_dir, inputs=inputs, progress=say)
+    if as_json:
+        from pathlib import Path
+
+        from .._documents import read_document
+
+        doc = read_document(Path(written["out"]) / "audit.json", max_depth=1000)
+        emit_json({**doc, "report": written})
+        return
+    from ..report.headline import MAX_MODEL_LINES, model_table, terminal_lines
+
+    h = result.headline
+    for line in terminal_lines(h):
+        echo(line)
+    if len(h["per_model"]) > MAX_MODEL_LINES:
+        echo(f"All {len(h['per_model'])} models:")
+        for line in model_table(h["per_model"]):
+            echo(line)
+    if h.get("bundles"):
+        echo("  Which tasks' skills hurt which agents (per task bundle):")
+        for b in h["bundles"]["worst"]:
+            echo(f"    {b['text']}; {b['hurt_text']}.")
+        echo(f"  {h['bundles']['cannot_say']}")
+    echo(f"Report: {written['report']} (every figure and test; also report.md, audit.json, skills.csv)")
+
+
+@click.command()
+@runs_argument()
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False), default=None,
+              help="Write Figure 1 (PNG) to this file.")
+@click.option("--benchmark", default=None,
+              help="Compare the models on this benchmark only (default: each model's benchmarks pooled).")
+@min_cond_option("A model")
+@bootstrap_option("Paired bootstrap resamples (task level) for the CIs.")
+@seed_option()
+@jobs_option
+@strict_option
+@quiet_option
+@json_option
+@reports_errors
+def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, min_cond: int,
+            n_boot: int, seed: int, jobs: int, strict: bool, quiet: bool, as_json: bool) -> None:
+    """The paper's Figure 1 across models: aggregate lift (x) against RAE (y), with 95% CIs.
+
+    A model in a shaded quadrant shows sign disagreement: the usual aggregate number (tasks that
+    retrieved skills vs tasks that did not) says the opposite of running the same tasks with and
+    without skills. Prints the table behind the figure; --out writes the PNG.
+    """
+
+    from .._io import atomic_write_bytes
+    from ..metrics import compute_metrics
+    from ..render import console, pp, pp_ci, pval
+    from ..report.compare import compare_doc
+    from ..report.figures import figure1
+
+    say = _progress(quiet)
+    if out_file is not None and any(os.path.abspath(out_file) == os.path.abspath(r) for r in runs):
+        raise CommandError(f"--out {out_file}: is one of the run logs; choose another file")
+    paired = load_inputs_for_cli(runs, strict, jobs=jobs, adherence=False, arms=False, provenance=False).runs
+    if benchmark is not None:
+        if benchmark not in paired.benchmarks:
+            raise CommandError(f"--benchmark {benchmark}: not in these runs "
+                               f"(benchmarks: {', '.join(paired.benchmarks)})")
+        paired = paired.select(benchmark=benchmark)
+    if say:
+        say(f"paired metrics for {paired.n_pairs:,} pairs, {len(paired.models)} model(s): "
+            f"bootstrap with {n_boot:,} resamples")
+    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed)
+    doc = compare_doc(result.to_dict(), benchmark, figure=out_file)
+    if len(doc["models"]) < 2:
+        warn("Figure 1 compares models; these runs hold only one")
+    if out_file is not None:
+        png = figure1(doc["models"], title=None if benchmark is None else f"Aggregate lift vs RAE on {benchmark}")
+        if png is None and paired.n_pairs and paired.use_unlogged.all():
+            raise CommandError("skill use not logged: Figure 1 (aggregate lift vs RAE) needs to know which runs "
+                               "used skills, and these runs say only which were offered; nothing to draw",
+                               exit_code=1)
+        if png is None:
+            raise CommandError("no model has both an aggregate lift and an RAE (need retrieving and "
+                               "non-retrieving tasks); nothing to draw", exit_code=1)
+        atomic_write_bytes(out_file, png)
+    if as_json:
+        emit_json(doc)
+        return
+    from rich.text import Text
+
+    from ..render import Table
+
+    t = Table(title="Aggregate lift vs RAE per model (percentage points; 95% CI)")
+    for col, just in [("model", "left"), ("benchmark", "left"), ("pairs", "right"), ("retrieved", "right"),
+                      ("agg lift", "right"), ("lift CI", "right"), ("RAE", "right"), ("RAE CI", "right"),
+                      ("b/c", "right"), ("p", "right"), ("", "left")]:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in doc["models"]:
+        flag = ("⚠ sign" if r["sign_disagreement"] else "") + ("" if r["reportable"] else " n<min")
+        t.add_row(r["model"], "all" if r["benchmark"] == "*" else r["benchmark"], str(r["n_pairs"]),
+                  str(r["n_cond"]), pp(r["agg_lift"]), pp_ci(r["agg_lift_ci"]), pp(r["rae"]),
+                  pp_ci(r["rae_ci"]), f"{r['cond_b']}/{r['cond_c']}", pval(r["mcnemar_p_cond"]),
+                  Text(flag.strip(), style="bold red" if r["sign_disagreement"] else ""),
+                  style="" if r["reportable"] else "dim")
+    out = console()
+    out.print(t)
+    if doc["n_sign_disagreement"]:
+        out.print(f"⚠ sign: {doc['n_sign_disagreement']} of {len(doc['models'])} model(s) — the aggregate "
+                  "lift says the opposite of running the same tasks with and without skills.")
+    if out_file is not None:
+        out.print(f"Figure 1: {os.path.abspath(out_file)}")
+
+
+# ---------------------------------------------------------------- check / diff (CI gate)
+@click.command()
+@runs_argument()
+@skills_option()
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None,
+              help="A stored audit.json (last known good) to compare against.")
+@click.option("--fail-on", "fail_on", multiple=True, type=click.Choice(["harmful", "library", "regression"]),
+              help="What fails the gate (repeatable; default: harmful, plus regression with --baseline).")
+@bootstrap_option("Task-level bootstrap resamples for the metrics' CIs.")
+@seed_option()
+@jobs_option
+@strict_option
+@json_option
+@reports_errors
+def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, fail_on: tuple[str, ...],
+          n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
+    """A CI gate for a skill library: exit 1 with one line per failing skill or verdict, else 0.
+
+    harmful: a skill recommended prune (or rewrite because it is harmful); library: a model
+    whose harm is library-wide; regression (needs --baseline): a newly harmful skill, a verdict
+    that got worse, or an RAE that fell with the change's 95% CI below 0.
+    """
+    from ..gate import check as _check
+    from ..gate import check_document, load_audit_doc
+
+    fail_on = fail_on or (("harmful", "regression") if baseline else ("harmful",))
+    base = load_audit_doc(baseline) if baseline else None
+    lib = load_library_for_cli(skills_path)
+    inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False)
+    paired, arms = inputs.runs, arms_for_cli(inputs)
+    doc = check_document(paired, lib, n_boot=n_boot, seed=seed, arms=arms)
+    failures = _check(doc, tuple(fail_on), base)
+    if as_json:
+        emit_json({"schema": "skillaudit.check/v1", "passed": not failures, "fail_on": list(fail_on),
+                   "baseline": baseline, "failures": [f.to_dict() for f in failures], "inputs": list(runs),
+                   **doc})
+    else:
+        for f in failures:
+            echo(f"FAIL {f.kind}: {f.message}")
+        if not failures:
+            echo(f"ok: nothing fails ({', '.join(fail_on)}) on {paired.n_pairs} pairs")
+    if failures:
+        click.get_current_context().exit(1)
+
+
+@click.command("diff")
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False))
+@json_option
+@reports_errors
+def diff_cmd(old: str, new: str, as_json: bool) -> None:
+    """What changed between two audits (audit.json or check --json): verdicts, RAE, skill actions."""
+    from ..gate import diff, load_audit_doc
+    from ..render import pp, pp_ci
+
+    d = diff(load_audit_doc(old), load_audit_doc(new))
+    if as_json:
+        emit_json({**d, "old": old, "new": new})
+        return
+    for m in d["models"]:
+        change = f", change {pp(m['rae_change'])} pp {pp_ci(m['rae_change_ci'])}" if m["rae_change"] is not None else ""
+        echo(f"{m['model']}: verdict {m['old_verdict']} -> {m['new_verdict']}; RAE {pp(m['old_rae'])} -> "
+                   f"{pp(m['new_rae'])} pp{change}")
+    for x in d["library"]:
+        where = "" if x["benchmark"] == "*" else f" on {x['benchmark']}"
+        echo(f"library {x['model']}{where}: {x['old']} -> {x['new']}")
+    for x in d["skills"]:
+        echo(f"{x['skill_id']} ({x['model']}): {x['old'] or 'absent'} -> {x['new'] or 'absent'}")
+    if not (d["library"] or d["skills"]):
+        echo("no skill action or library verdict changed")
