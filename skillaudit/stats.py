@@ -467,11 +467,23 @@ def tarone_testable(p_min: np.ndarray, alpha: float) -> np.ndarray:
     return np.zeros(p_min.shape, dtype=bool)
 
 
-def _poisson_pmf(lam: float, top: int) -> np.ndarray:
-    from scipy.special import gammaln
+_LOG_FACTORIAL = np.zeros(1)  # log k! for k = 0, 1, ...: grown on demand, shared by every test
 
+
+def _log_factorial(top: int) -> np.ndarray:
+    """log k! for k = 0..top (math.lgamma's values, computed once per k: recomputing them for every
+    Skellam test was ~1/6 of default rank at 200k pairs; scipy stays unimported for rank)."""
+    global _LOG_FACTORIAL
+    have = _LOG_FACTORIAL.size
+    if have <= top:
+        more = np.array([math.lgamma(k + 1.0) for k in range(have, max(top + 1, 2 * have))])
+        _LOG_FACTORIAL = np.concatenate([_LOG_FACTORIAL, more])
+    return _LOG_FACTORIAL[: top + 1]
+
+
+def _poisson_pmf(lam: float, top: int) -> np.ndarray:
     k = np.arange(top + 1, dtype=np.float64)
-    lg = gammaln(k + 1)  # log k!, vectorised (np.vectorize(math.lgamma) was half of rank's tests)
+    lg = _log_factorial(top)
     if lam <= 0:
         out = np.zeros(top + 1)
         out[0] = 1.0

@@ -498,6 +498,28 @@ CANNOT_SAY = (
     "`agent/claude-code.txt`, `skillaudit import harbor`) to get them.")
 
 
+def _audit_inputs(run_paths: Sequence[str], skills_path: str | None, library: Any, runs: Any, inputs: Any,
+                  strict: bool, say: Progress) -> tuple[Any, Any, Any]:
+    """(library, paired runs, inputs): what was passed in, else read (each log once)."""
+    if inputs is not None:
+        library = inputs.library if library is None else library
+        runs = inputs.runs if runs is None else runs
+    if library is None and skills_path is not None:
+        from ..library import load_library
+
+        say(f"reading the skill library {skills_path}")
+        library = load_library(skills_path)
+    if runs is None:
+        from ..inputs import load_inputs
+
+        say(f"reading {len(run_paths)} run log(s)")
+        inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True)
+        runs = inputs.runs
+    if runs.n_pairs == 0:
+        raise InputError(f"{', '.join(map(str, run_paths))}: no paired records (need enabled and disabled runs)")
+    return library, runs, inputs
+
+
 def _verify_section(runs: Any, arms: Any, n_boot: int, seed: int, say: Progress) -> dict[str, Any] | None:
     """Measured vs projected effect of the pruned re-runs, when the logs hold a pruned arm."""
     if arms is None or "pruned" not in arms.names:
@@ -730,22 +752,7 @@ def build_audit(
     from ..metrics import compute_metrics
     from ..recommend import recommend
     say = progress or _noop
-    if inputs is not None:
-        library = inputs.library if library is None else library
-        runs = inputs.runs if runs is None else runs
-    if library is None and skills_path is not None:
-        from ..library import load_library
-
-        say(f"reading the skill library {skills_path}")
-        library = load_library(skills_path)
-    if runs is None:
-        from ..inputs import load_inputs
-
-        say(f"reading {len(run_paths)} run log(s)")
-        inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True)
-        runs = inputs.runs
-    if runs.n_pairs == 0:
-        raise InputError(f"{', '.join(map(str, run_paths))}: no paired records (need enabled and disabled runs)")
+    library, runs, inputs = _audit_inputs(run_paths, skills_path, library, runs, inputs, strict, say)
     notes: list[str] = []
 
     say(f"paired metrics for {runs.n_pairs:,} pairs ({len(runs.models)} model(s), "
