@@ -56,6 +56,11 @@ def test_report_names_the_planted_harmful_skills(simulated):
     assert len(rows) == SIM["n_skills"]
     assert sorted(r["skill_id"] for r in rows[: len(harmful)]) == harmful
     assert {r["action"] for r in rows[: len(harmful)]} == {"prune"}
+    # each row names the rule that decided its action, as prune --json does
+    rules = {r["skill_id"]: r["rule"] for r in doc["recommendations"]["recommendations"]}
+    assert all(r["rule"] == rules[r["skill_id"]] and r["rule"] for r in rows), rows
+    for h in harmful:
+        assert f"| prune ({rules[h]}) |" in md
 
 
 def test_report_folder_holds_every_file(simulated):

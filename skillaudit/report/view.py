@@ -82,6 +82,7 @@ def skill_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({
             **r,
             "action": own.get("action", rec.get("action", "")),
+            "rule": own.get("rule", rec.get("rule")) or "",
             "reason": own.get("reason", rec.get("reason", "")),
             "description": desc.get(r["skill_id"], ""),
             "cluster": cluster_of.get(r["skill_id"]),

@@ -26,7 +26,7 @@ from .view import skill_rows
 
 REPORT_FILES = ("report.html", "report.md", "audit.json", "skills.csv", "skill_graph.graphml")
 CSV_COLUMNS = (
-    "rank", "model", "skill_id", "action", "reason", "n_tasks", "n_retrieved", "b", "c", "net",
+    "rank", "model", "skill_id", "action", "rule", "reason", "n_tasks", "n_retrieved", "b", "c", "net",
     "share", "rae_k", "p_value", "q_value", "exclusive_n", "exclusive_b", "exclusive_c", "coef",
     "coef_ci_low", "coef_ci_high", "relative_effect", "relative_ci_low", "relative_ci_high",
     "relative_q", "identifiable", "aliases", "in_library", "edited", "cluster", "in_harmful_cluster",
