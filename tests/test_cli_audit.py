@@ -244,8 +244,9 @@ def test_audit_of_offered_only_runs_reports_the_access_effect(tmp_path):
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "skill use not logged: this is the effect of offering the skills; offering the skills helps: OAE +" in md
     assert "cluster-adjusted score McNemar (Durkalski; task as the unit)" in md  # the test its CI inverts
-    assert "Which tasks' skills hurt which agents (per task bundle):" in out
-    assert "Without skill-use logs these runs cannot say" in out
+    assert "  Task bundles: none of 30 harmed more runs than it rescued across 2 agents" in out
+    assert "  Skill use not logged: no RAE, Δskip, funnel or per-skill verdicts (see the report)" in out
+    assert "Without skill-use logs these runs cannot say" in md
     md = (tmp_path / "rep" / "report.md").read_text()
     for text in (out, md):
         assert "retrieved skills to tell" not in text and " 0 tasks" not in text
@@ -268,5 +269,5 @@ def test_audit_of_the_skillsbench_registry_names_every_agent_and_the_worst_bundl
     assert "  18 models: " in res.output and len(set(per_agent)) == 18
     assert all(re.search(r"\) +(helps|hurts|unclear) +[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\] +\d+/\d+ +87 ", ln)
                for ln in per_agent), per_agent
-    assert "exam-block-sequencing's skills:" in res.output  # the most harmful bundle by pass rate
+    assert "    exam-block-sequencing: 3/5, -7.4 pp, p 0.727, q 1" in res.output  # the most harmful bundle
     assert " 0 tasks" not in res.output and "Too few" not in res.output

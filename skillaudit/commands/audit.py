@@ -124,7 +124,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         doc = read_document(Path(written["out"]) / "audit.json", max_depth=1000)
         emit_json({**doc, "report": written})
         return
-    from ..report.headline import MAX_MODEL_LINES, model_table, terminal_lines
+    from ..report.headline import MAX_MODEL_LINES, bundle_lines, model_table, terminal_lines
 
     h = result.headline
     for line in terminal_lines(h):
@@ -134,10 +134,8 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         for line in model_table(h["per_model"]):
             echo(line)
     if h.get("bundles"):
-        echo("  Which tasks' skills hurt which agents (per task bundle):")
-        for b in h["bundles"]["worst"]:
-            echo(f"    {b['text']}; {b['hurt_text']}.")
-        echo(f"  {h['bundles']['cannot_say']}")
+        for line in bundle_lines(h["bundles"]):
+            echo(line)
     echo(f"Report: {written['report']} (every figure and test; also report.md, audit.json, skills.csv)")
 
 

@@ -126,3 +126,26 @@ def terminal_lines(h: dict[str, Any], width: int = WIDTH, max_lines: int = MAX_L
         if len(lines) <= max_lines:
             return lines
     return lines[:max_lines]
+
+
+#: task bundles listed on the terminal (the report lists them all)
+MAX_BUNDLE_LINES = 5
+
+
+def bundle_lines(bundles: dict[str, Any], width: int = WIDTH) -> list[str]:
+    """Runs that record which skills were offered, not used: the most harmful task bundles, one line
+    each (rescued/harmed across agents, effect, p and q), and one line on what such runs cannot say."""
+    worst = bundles.get("worst") or []
+    n_agents = bundles.get("n_agents") or 0
+    if not worst:
+        out = [f"  Task bundles: none of {bundles.get('n_bundles', 0):,} harmed more runs than it rescued "
+               f"across {n_agents} agents"]
+    else:
+        out = [f"  Task bundles that hurt most ({len(worst[:MAX_BUNDLE_LINES])} of {bundles.get('n_bundles', 0):,}, "
+               f"rescued/harmed across {n_agents} agents):"]
+    for b in worst[:MAX_BUNDLE_LINES]:
+        line = (f"    {b['task']}: {b['rescues']}/{b['harms']}, {_pp(b.get('effect'))}, "
+                f"p {p_text(b['p']).removeprefix('p = ').removeprefix('p ')}, q {b['q']:.2g}")
+        out.append(line if len(line) <= width else line[: width - 1] + "…")
+    out.append("  Skill use not logged: no RAE, Δskip, funnel or per-skill verdicts (see the report)"[:width])
+    return out
