@@ -43,8 +43,7 @@ def _near(ev: dict[str, Any]) -> str:
 
 
 def _sign(ev: dict[str, Any]) -> str:
-    models = list(ev.get("per_model") or {})
-    return f"{_pp(ev.get('coef'))}{_ci(ev.get('coef_ci'))} on {ev.get('model')}; {len(models)} models"
+    return f"{_pp(ev.get('coef'))} on {ev.get('model')}"
 
 
 #: the key figure each rule cites, from its recommendation's evidence (the first model's, for a row
