@@ -232,3 +232,15 @@ def test_merge_reasons_name_the_near_duplicate_rule_first_on_the_sample_runs():
         for clause in r["reason"].split("; on "):
             assert clause.split(": ", 1)[1].startswith("near-duplicate"), r["reason"]
     assert any("; re-runs do not show it worse than the other entries" in r["reason"] for r in merges)
+
+
+def test_every_rule_has_a_key_figure_for_the_short_view():
+    """prune's one-line view gives each rule's key figure: the table covers exactly the rules of the
+    policy, and a recommendation without evidence still gets a line (no figure, no error)."""
+    from skillaudit.policy import RULES
+    from skillaudit.prune_view import KEY_FIGURE, key_figure
+    from skillaudit.recommend import Recommendation
+
+    assert set(KEY_FIGURE) == {r.id for r in RULES}
+    for r in RULES:
+        assert isinstance(key_figure(Recommendation("s", r.action, "", {}, rule=r.id)), str)
