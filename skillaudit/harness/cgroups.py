@@ -137,7 +137,6 @@ class SandboxCgroup:
         name = f"skillaudit-sbx-{os.getpid()}-{secrets.token_hex(4)}"
         self.dirs = {c: os.path.join(folder, name) for c, folder in hierarchy.dirs}
         self.memory_bytes = memory_mb << 20
-        self.pids = pids
         quota = str(int(CPU_PERIOD_US * cpus))
         try:
             for d in self.dirs.values():
@@ -193,14 +192,6 @@ class SandboxCgroup:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.01)
-
-    def peak_mb(self) -> int | None:
-        """The cgroup's peak memory (MiB), where the kernel reports it."""
-        d = self.dirs.get("", self.dirs.get("memory"))
-        for name in ("memory.peak", "memory.max_usage_in_bytes"):
-            with contextlib.suppress(OSError, ValueError), open(os.path.join(d or "", name), encoding="ascii") as fh:
-                return -(-int(fh.read().split()[0]) // (1 << 20))
-        return None
 
     def oom_killed(self) -> bool:
         """Did the kernel kill a process of this cgroup for going over its memory limit?"""

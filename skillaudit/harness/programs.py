@@ -145,7 +145,7 @@ def _decode_output(x: Any, depth: int = 0) -> Any:
 # The parent compares the answer's outputs with the canonical ones - the sandboxed code never
 # sees the expected outputs, and nothing it prints or writes is unpickled or trusted as a verdict.
 RUNNER = GUARD + CODEC + r"""
-import copy, io, json, pickle, sys
+import copy, hashlib, io, json, pickle, sys
 MARK = sys.argv[1]
 OUT_NAME = sys.argv[2] if len(sys.argv) > 2 else "outputs.json"
 del sys.argv[1:]
@@ -173,29 +173,22 @@ except BaseException as exc:
     report({"ok": False, "stage": "load", "error": type(exc).__name__ + ": " + str(exc)[:300]})
     raise SystemExit(0)
 
-def line(group, status, value):
-    try:
-        text = json.dumps(value)
-    except BaseException:
-        text = json.dumps({"r": "unencodable"})
+UNENCODABLE = json.dumps({"r": "unencodable"})
+
+def line(group, status, text):
     return group + "\t" + status + "\t" + text + "\n"
 
 LARGE = P.get("digest_over", 8 << 20)  # an output whose JSON text is longer is written as its digest
 
-def digest(pieces, size):
-    import hashlib
-    h = hashlib.sha256()
-    for p in pieces:
-        h.update(p.encode("ascii"))
-    return {"h": "sha256:" + h.hexdigest() + ":" + str(size)}
+def digest(h, size):
+    return json.dumps({"h": "sha256:" + h.hexdigest() + ":" + str(size)})
 
 def output_text(out):
     # json.dumps(enc(out)); a long list is encoded one element at a time (the same text, without
     # building the whole tagged copy), and a text longer than LARGE becomes its digest
     if type(out) is not list or len(out) < 1024:
         text = json.dumps(safe_enc(out))
-        return text if len(text) <= LARGE else json.dumps(digest([text], len(text)))
-    import hashlib
+        return text if len(text) <= LARGE else digest(hashlib.sha256(text.encode("ascii")), len(text))
     pieces, size, h = ["["], 1, None
     try:
         for i, v in enumerate(out):
@@ -209,11 +202,11 @@ def output_text(out):
                 h = hashlib.sha256("".join(pieces).encode("ascii"))
                 pieces = None
     except BaseException:
-        return json.dumps({"r": "unencodable"})
+        return UNENCODABLE
     if h is None:
         return "".join(pieces) + "]"
     h.update(b"]")
-    return json.dumps({"h": "sha256:" + h.hexdigest() + ":" + str(size + 1)})
+    return digest(h, size + 1)
 
 lines = []
 for group, inputs in P["inputs"].items():
@@ -225,10 +218,10 @@ for group, inputs in P["inputs"].items():
             try:
                 text = output_text(out)
             except BaseException:
-                text = json.dumps({"r": "unencodable"})
-            lines.append(group + "\tok\t" + text + "\n")
+                text = UNENCODABLE
+            lines.append(line(group, "ok", text))
         except BaseException as exc:
-            lines.append(line(group, "error", type(exc).__name__ + ": " + str(exc)[:200]))
+            lines.append(line(group, "error", json.dumps(type(exc).__name__ + ": " + str(exc)[:200])))
         sink.seek(0); sink.truncate()
 sys.stdout = sys.__stdout__
 with open(OUT_NAME, "w", encoding="utf-8") as fh:
