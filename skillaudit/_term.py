@@ -11,6 +11,7 @@ is JSON, which escapes control characters itself.
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -25,3 +26,14 @@ def clean(text: Any) -> str:
     """`text` (str() of it) with terminal controls escaped as visible text; newlines and tabs kept."""
     s = text if isinstance(text, str) else str(text)
     return s if _CONTROL.search(s) is None else _CONTROL.sub(_escape, s)
+
+
+def wrap(text: str, width: int, indent: str = "  ", max_lines: int | None = None) -> list[str]:
+    """`text` as lines of at most `width` characters, the first indented by `indent`, the others by two
+    more; cut to `max_lines` lines, the last ending in " …" (never wider than `width`)."""
+    lines = textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
+                          break_on_hyphens=False)
+    if max_lines is not None and len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: width - 2].rstrip() + " …"
+    return lines

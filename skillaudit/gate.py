@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .stats import ci_text as _ci
+from .stats import pp_text as _pp
 
 CHECK_SCHEMA = "skillaudit.check/v1"
 DIFF_SCHEMA = "skillaudit.diff/v1"
@@ -130,14 +132,6 @@ def headline_verdict(g: dict[str, Any], alpha: float = 0.05) -> str:
     if p is not None and p <= alpha:
         return "hurts" if g["rae"] < 0 else "helps"
     return "unclear"
-
-
-def _pp(x: float | None) -> str:
-    return "–" if x is None else f"{x * 100:+.1f} pp"
-
-
-def _ci(ci: Any) -> str:
-    return "" if not ci else f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ try:  # the permutation loop in C (setup.py builds it; optional): same numbers, 
 except ImportError:  # pragma: no cover - no C compiler at install time
     _perm = None  # type: ignore[assignment]
 from .stats import bh_qvalues, bootstrap_totals, p_text, paired_test, percentile_ci, unit_sums
+from .stats import pp_text as _pp
 
 VERDICTS = ("library-wide", "skill-specific", "none")
 HETEROGENEITY_ALPHA = 0.05
@@ -418,10 +419,6 @@ def _boot_p(samples: np.ndarray) -> np.ndarray:
     return np.clip(2 * np.minimum(lo, hi), 1.0 / b, 1.0)
 
 
-def _pp(x: float | None) -> str:
-    return "–" if x is None else f"{x * 100:+.1f} pp"
-
-
 def _p(p: float | None) -> str:
     if p is None:
         return "untested"
@@ -430,6 +427,8 @@ def _p(p: float | None) -> str:
 
 #: a library-level verdict needs at least this many flips (rescues + harms)
 MIN_LIBRARY_FLIPS = 5
+#: how the sentence of a library effect with too few flips for a verdict begins
+TOO_FEW_FLIPS = "Too few flips"
 
 
 def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, het_p: float | None,
@@ -446,7 +445,7 @@ def _sentence(verdict: str, direction: str | None, mean: float | None, ci: Any, 
     if verdict == "none" and unconfirmed is not None:
         b, c, flip_p = unconfirmed
         what = "harm" if ci[1] < 0 else "benefit"
-        return (f"Too few flips to place the library's {what} ({_pp(mean)} per injected skill; "
+        return (f"{TOO_FEW_FLIPS} to place the library's {what} ({_pp(mean)} per injected skill; "
                 f"{b} rescue{'s' * (b != 1)} vs {c} harm{'s' * (c != 1)} on {n_tasks:,} tasks that "
                 f"retrieved skills, score test {p_text(flip_p)}): no library verdict"
                 + (f" (one needs at least {MIN_LIBRARY_FLIPS} flips)" if b + c < MIN_LIBRARY_FLIPS else ""))

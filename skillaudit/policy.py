@@ -36,6 +36,8 @@ from .attribution import AttributionResult, SkillAttribution, indicator
 from .library_effect import HETEROGENEITY_ALPHA, LibraryEffect
 from .runs import PairedRuns
 from .stats import bh_qvalues, design_effect
+from .stats import ci_text as _fmt_ci
+from .stats import pp_text as _fmt_pp
 
 ACTIONS = ("prune", "rewrite", "merge", "keep", "needs-data", "unused")
 LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth")
@@ -123,16 +125,8 @@ def _effect(a: SkillAttribution) -> float:
     return 0.0
 
 
-def _fmt_pp(x: float | None) -> str:
-    return "–" if x is None else f"{x * 100:+.1f} pp"
-
-
 def _fmt_q(q: float | None) -> str:
     return "–" if q is None else ("<0.001" if q < 0.001 else f"{q:.3f}")
-
-
-def _fmt_ci(ci: Sequence[float] | None) -> str:
-    return "" if not ci else f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
 
 
 def _tasks(a: SkillAttribution) -> str:

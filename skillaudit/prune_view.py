@@ -9,24 +9,17 @@ and the report hold everything.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from ._term import clean
+from ._term import clean, wrap
+from .stats import ci_text as _ci
+from .stats import pp_text as _pp
 
 WIDTH = 100
 #: actions listed one line per skill, in this order; the others are listed by name
 LINE_ACTIONS = ("prune", "rewrite", "merge", "needs-data")
 NAME_ACTIONS = ("keep", "unused")
-
-
-def _pp(x: float | None) -> str:
-    return "–" if x is None else f"{x * 100:+.1f} pp"
-
-
-def _ci(ci: Any) -> str:
-    return f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if ci else ""
 
 
 def _q(q: float | None) -> str:
@@ -83,11 +76,6 @@ def _models(rec: Any, n_models: int) -> str:
     return f"all {n_models} models" if len(rec.models) == n_models else ", ".join(rec.models)
 
 
-def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_on_hyphens=False)
-
-
 def _fit(cells: list[str], widths: list[int], width: int) -> str:
     line = "  " + "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False)) + "  " + cells[-1]
     line = line.rstrip()
@@ -105,8 +93,8 @@ def prune_lines(result: Any, width: int = WIDTH) -> list[str]:
         for r in lib:
             where = "all benchmarks" if r.benchmark in (None, "*") else r.benchmark
             who = clean(r.models[0]) if r.models else "all models"
-            out += _wrap(f"{r.action} for {who} ({where}): {r.rule} {r.summary}", width)
-            out += _wrap(key_figure(r), width, indent="    ")
+            out += wrap(f"{r.action} for {who} ({where}): {r.rule} {r.summary}", width)
+            out += wrap(key_figure(r), width, indent="    ")
     recs = result.skill_recommendations()
     rows = {a: [r for r in recs if r.action == a] for a in (*LINE_ACTIONS, *NAME_ACTIONS)}
     id_w = min(28, max((len(clean(r.skill_id)) for a in LINE_ACTIONS for r in rows[a]), default=8))
@@ -124,9 +112,9 @@ def prune_lines(result: Any, width: int = WIDTH) -> list[str]:
     for action in NAME_ACTIONS:
         if rows[action]:
             names = ", ".join(clean(r.skill_id) for r in rows[action])
-            out += _wrap(f"{action} ({len(rows[action])}): {names}", width, indent="")
+            out += wrap(f"{action} ({len(rows[action])}): {names}", width, indent="")
     p = result.projected
-    out += _wrap(f"Projection (not a measurement) without the {len(p.removed)} pruned skill(s): RAE "
+    out += wrap(f"Projection (not a measurement) without the {len(p.removed)} pruned skill(s): RAE "
                  f"{_pp(p.rae_before)} -> {_pp(p.rae_after)}, OAE {_pp(p.oae_before)} -> {_pp(p.oae_after)}",
                  width, indent="")
     if recs:
@@ -143,23 +131,23 @@ def explain_lines(result: Any, skill_id: str, width: int = WIDTH) -> list[str]:
     out = [clean(skill_id)]
     per: dict[str, Any] = {}
     for r in recs:
-        out += _wrap(f"{r.action} by {r.rule} ({r.summary}) for {', '.join(r.models) or 'all models'}", width)
+        out += wrap(f"{r.action} by {r.rule} ({r.summary}) for {', '.join(r.models) or 'all models'}", width)
         mine = r.evidence.get("per_model") or {}
         per.update(mine)
         if mine and r.rule not in {d.get("rule") for d in mine.values()}:  # decided across models (M001)
-            out += _wrap(f"reason: {clean(r.reason)}", width, indent="    ")
+            out += wrap(f"reason: {clean(r.reason)}", width, indent="    ")
     if per:
         out.append("  per model:")
         for model, d in per.items():
-            out += _wrap(f"{model}: {d.get('action')} by {d.get('rule')}: {clean(d.get('reason', ''))}", width,
+            out += wrap(f"{model}: {d.get('action')} by {d.get('rule')}: {clean(d.get('reason', ''))}", width,
                          indent="    ")
     else:
         for r in recs:
-            out += _wrap(f"reason: {clean(r.reason)}", width)
+            out += wrap(f"reason: {clean(r.reason)}", width)
     for r in recs:
         ev = {k: v for k, v in r.evidence.items() if k != "per_model"}
         figures = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in ev.items()
                             if isinstance(v, (int, float)) and not isinstance(v, bool))
         if figures:
-            out += _wrap(f"figures ({clean(ev.get('model') or ', '.join(r.models))}): {figures}", width)
+            out += wrap(f"figures ({clean(ev.get('model') or ', '.join(r.models))}): {figures}", width)
     return out

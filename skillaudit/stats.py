@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +85,16 @@ def wilson_interval(k: float, n: float, level: float = 0.95) -> tuple[float, flo
 def p_text(p: float) -> str:
     """A p-value as verdict sentences and the report write it: "p < 0.001" or "p = 0.042"."""
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def pp_text(x: float | None) -> str:
+    """A fraction as verdict sentences write it, in percentage points: 0.052 -> "+5.2 pp" ("–" for None)."""
+    return "–" if x is None else f"{x * 100:+.1f} pp"
+
+
+def ci_text(ci: Any) -> str:
+    """An interval of fractions after an effect: " [+1.0, +9.4]" ("" for None)."""
+    return "" if not ci else f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
 
 
 def bh_qvalues(p: np.ndarray) -> np.ndarray:

@@ -27,7 +27,9 @@ import numpy as np
 from .. import __version__
 from .._io import jsonable
 from ..errors import InputError
+from ..library_effect import TOO_FEW_FLIPS
 from ..stats import p_text
+from ..stats import pp_text as _pp
 
 AUDIT_SCHEMA = "skillaudit.audit/v1"
 SECTIONS = ("metrics", "skills", "clusters", "recommendations", "graph", "inputs")
@@ -193,10 +195,6 @@ def describe_inputs(run_paths: Sequence[str], skills_path: str | None, library: 
 
 
 # ---------------------------------------------------------------- headline verdict
-def _pp(x: float | None) -> str:
-    return "–" if x is None else f"{x * 100:+.1f} pp"
-
-
 def _p(p: float | None) -> str:
     return "–" if p is None else p_text(p)
 
@@ -302,12 +300,20 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
     }
 
 
+def _model_library(effects: Sequence[dict[str, Any]], model: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """One model's library-level effect (benchmark '*' when it ran several benchmarks, else its one
+    cell; None if it has none) and the benchmarks where, on their own, the harm is library-wide."""
+    mine = [e for e in effects if e["model"] in (model, "*")]
+    pooled = next((e for e in mine if e["benchmark"] == "*"), mine[0] if len(mine) == 1 else None)
+    wide = [e["benchmark"] for e in effects if e["model"] == model and e["benchmark"] != "*"
+            and e["verdict"] == "library-wide"]
+    return pooled, wide
+
+
 def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
                       recommendations: dict[str, Any] | None) -> tuple[str | None, str | None]:
     """(verdict, sentence): is the harm library-wide or in specific entries, for one model."""
-    mine = [e for e in effects if e["model"] in (model, "*")]
-    # the model-level verdict: benchmark '*' when the model ran several benchmarks, else its one cell
-    pooled = next((e for e in mine if e["benchmark"] == "*"), mine[0] if len(mine) == 1 else None)
+    pooled, wide = _model_library(effects, model)
     if pooled is None:
         return None, None
     text = pooled["text"]
@@ -318,8 +324,6 @@ def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
                    and (model in r.get("models", []) or "*" in r.get("models", []))]
         if not flagged:
             text += "; no single entry is reliably worse than the others, so nothing is pruned for it"
-    cells = [e for e in effects if e["model"] == model and e["benchmark"] != "*"]
-    wide = [e["benchmark"] for e in cells if e["verdict"] == "library-wide"]
     if verdict != "library-wide" and wide:
         text += f"; on {', '.join(wide)} alone the harm is library-wide"
     return verdict, text
@@ -327,15 +331,14 @@ def _library_sentence(effects: Sequence[dict[str, Any]], model: str,
 
 def _library_short(effects: Sequence[dict[str, Any]], model: str) -> str | None:
     """A few words for the library-level verdict of one model (the headline's terminal form)."""
-    mine = [e for e in effects if e["model"] in (model, "*")]
-    pooled = next((e for e in mine if e["benchmark"] == "*"), mine[0] if len(mine) == 1 else None)
+    pooled, wide = _model_library(effects, model)
     if pooled is None:
         return None
     het = pooled.get("heterogeneity_p")
     het_txt = f" (heterogeneity {p_text(het)})" if het is not None else ""
     if not pooled.get("reportable", True):
         words = "too few retrieving tasks for a library verdict"
-    elif pooled.get("text", "").startswith("Too few flips"):
+    elif pooled.get("text", "").startswith(TOO_FEW_FLIPS):
         words = "too few flips for a library verdict"
     elif pooled["verdict"] == "library-wide":
         words = f"{'harm' if pooled.get('direction') == 'harm' else 'effect'} is library-wide{het_txt}"
@@ -343,8 +346,6 @@ def _library_short(effects: Sequence[dict[str, Any]], model: str) -> str | None:
         words = f"entries differ{het_txt}"
     else:
         words = "no library-level verdict"
-    wide = [e["benchmark"] for e in effects if e["model"] == model and e["benchmark"] != "*"
-            and e["verdict"] == "library-wide"]
     if pooled["verdict"] != "library-wide" and wide:
         words += f"; library-wide on {', '.join(wide)}"
     return words

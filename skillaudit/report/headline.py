@@ -7,10 +7,12 @@ stay in report.html / report.md and audit.json's `headline`.
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
+from .._term import wrap
+from ..stats import ci_text as _ci
 from ..stats import p_text
+from ..stats import pp_text as _pp
 
 WIDTH = 100
 MAX_LINES = 8
@@ -22,12 +24,9 @@ _WORDS = {"hurts": "skills hurt", "helps": "skills help", "unclear": "no clear e
 _OFFERED = {"hurts": "offering hurts", "helps": "offering helps", "unclear": "no clear effect of offering"}
 
 
-def _pp(x: float | None) -> str:
-    return "–" if x is None else f"{x * 100:+.1f} pp"
-
-
-def _ci(ci: Any) -> str:
-    return f" [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]" if ci else ""
+def _p_cell(p: float) -> str:
+    """p_text without its "p = " / "p ": "< 0.001", "0.046"."""
+    return p_text(p).removeprefix("p = ").removeprefix("p ")
 
 
 def model_row(v: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
@@ -40,7 +39,7 @@ def model_row(v: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     if v["verdict"] == "unclear" and p is not None and p <= 0.05 and b + c < 5:
         verdict = f"unclear: {b + c} flips"
     effect = "" if est is None else f"{est * 100:+.1f}{_ci(ci)}"
-    p_cell = "" if p is None else p_text(p).removeprefix("p = ").removeprefix("p ")
+    p_cell = "" if p is None else _p_cell(p)
     return v["model"], verdict, effect, f"{b:,}/{c:,}", f"{n:,}", p_cell
 
 
@@ -79,13 +78,8 @@ def terminal_lines(h: dict[str, Any], width: int = WIDTH, max_lines: int = MAX_L
     are shortened with a count of the rest; the report holds every name and figure)."""
     per_model = h.get("per_model", [])
 
-    def fit(text: str, lines: int = 1, indent: str = "  ") -> list[str]:
-        wrapped = textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
-                                break_long_words=True, break_on_hyphens=False)
-        if len(wrapped) > lines:
-            wrapped = wrapped[:lines]
-            wrapped[-1] = wrapped[-1][: width - 2].rstrip() + " …"
-        return wrapped
+    def fit(text: str, lines: int = 1) -> list[str]:
+        return wrap(text, width, max_lines=lines)
 
     head = [h["title"][:width]]
     if len(per_model) <= MAX_MODEL_LINES:
@@ -145,7 +139,7 @@ def bundle_lines(bundles: dict[str, Any], width: int = WIDTH) -> list[str]:
                f"rescued/harmed across {n_agents} agents):"]
     for b in worst[:MAX_BUNDLE_LINES]:
         line = (f"    {b['task']}: {b['rescues']}/{b['harms']}, {_pp(b.get('effect'))}, "
-                f"p {p_text(b['p']).removeprefix('p = ').removeprefix('p ')}, q {b['q']:.2g}")
+                f"p {_p_cell(b['p'])}, q {b['q']:.2g}")
         out.append(line if len(line) <= width else line[: width - 1] + "…")
     out.append("  Skill use not logged: no RAE, Δskip, funnel or per-skill verdicts (see the report)"[:width])
     return out
