@@ -263,14 +263,60 @@ def check_file_depth(path: str | os.PathLike[str], max_depth: int = DEFAULT_MAX_
                 for info in zf.infolist():
                     if info.file_size > cap:
                         raise _too_big(f"{path}: {info.filename}", cap)
-                    with zf.open(info) as fh:
-                        member = fh.read(cap + 1)
+                    member = _zip_member(zf, data, info, cap)
                     if len(member) > cap:
                         raise _too_big(f"{path}: {info.filename}", cap)
                     if info.filename.endswith(".json") and max_nesting(member) > max_depth:
                         raise err(f"{path}: {info.filename}: nested deeper than {max_depth} levels")
         except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError) as exc:
             raise err(f"{path}: not a readable zip archive ({exc})") from None
+        except _ZstdError as exc:
+            raise err(f"{path}: {exc}") from None
         return
     if max_nesting(data) > max_depth:
         raise err(f"{path}: nested deeper than {max_depth} levels")
+
+
+ZIP_ZSTD = 93  # the zip method number of Zstandard (APPNOTE 4.4.5); inspect_ai writes .eval entries so
+
+
+class _ZstdError(Exception):
+    """A zstd zip member that cannot be decompressed (message: member and reason)."""
+
+
+def _zip_member(zf: Any, data: bytes, info: Any, cap: int) -> bytes:
+    """A zip member's bytes, at most `cap + 1` of them: the standard methods through `zipfile`,
+    Zstandard (method 93, which Python's `zipfile` reads only from 3.14) through `zstandard`,
+    streamed so that a member declaring a small size but inflating past the cap stops at the cap."""
+    if info.compress_type != ZIP_ZSTD:
+        with zf.open(info) as fh:
+            return fh.read(cap + 1)
+    import struct
+    import zlib
+
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - a core dependency
+        raise _ZstdError(f"{info.filename}: zstd-compressed; install the zstandard package") from None
+    off = info.header_offset
+    head = data[off:off + 30]
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        raise _ZstdError(f"{info.filename}: not a readable zip archive (bad local file header)")
+    name_len, extra_len = struct.unpack("<HH", head[26:30])
+    start = off + 30 + name_len + extra_len
+    raw = memoryview(data)[start:start + info.compress_size]
+    if len(raw) != info.compress_size:
+        raise _ZstdError(f"{info.filename}: not a readable zip archive (member data cut short)")
+    out = bytearray()
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
+            while len(out) <= cap:
+                chunk = reader.read(min(1 << 20, cap + 1 - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+    except zstandard.ZstdError as exc:
+        raise _ZstdError(f"{info.filename}: not readable zstd data ({exc})") from None
+    if len(out) <= cap and zlib.crc32(out) != info.CRC:
+        raise _ZstdError(f"{info.filename}: not a readable zip archive (CRC check failed)")
+    return bytes(out)

@@ -136,6 +136,98 @@ def test_inspect_depth_bomb_is_refused_before_inspect_reads_it(tmp_path):
         assert_one_line_exit_2(res, f"{path.name}", "nested deeper than 200 levels")
 
 
+INSPECT_DATA = ROOT / "tests" / "data" / "importers" / "inspect"
+
+
+def zstd_zip(members: dict[str, bytes], *, declared_size: int | None = None) -> bytes:
+    """A zip whose members are zstd-compressed (method 93), built by hand: Python's `zipfile` writes
+    method 93 only from 3.14, and importing inspect_ai (which patches `zipfile`) is what the
+    subprocess tests must not depend on. `declared_size` lies about every member's size."""
+    import struct
+    import zlib
+
+    import zstandard
+
+    local, central = bytearray(), bytearray()
+    for name, payload in members.items():
+        comp = zstandard.ZstdCompressor().compress(payload)
+        size = len(payload) if declared_size is None else declared_size
+        fields = (63, 0, 93, 0, 0x21, zlib.crc32(payload), len(comp), size, len(name), 0)
+        offset = len(local)
+        local += struct.pack("<IHHHHHIIIHH", 0x04034B50, *fields) + name.encode() + comp
+        central += struct.pack("<IH", 0x02014B50, 63) + struct.pack("<HHHHHIIIHH", *fields)
+        central += struct.pack("<HHHII", 0, 0, 0, 0, offset) + name.encode()
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(members), len(members), len(central), len(local), 0)
+    return bytes(local + central + end)
+
+
+def test_hand_built_zstd_zip_is_what_inspect_ai_reads():
+    """The builder above writes a zip inspect_ai's patched `zipfile` reads back (its own check of
+    the format), so the bomb below is a well-formed zstd archive, not a broken one."""
+    pytest.importorskip("inspect_ai.log")
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(zstd_zip({"header.json": b'{"a": 1}'}))) as zf:
+        assert zf.infolist()[0].compress_type == 93
+        assert zf.read("header.json") == b'{"a": 1}'
+
+
+def test_real_zstd_eval_imports_in_a_process_that_never_imported_inspect_ai(tmp_path):
+    """`import inspect` reads `.eval` logs written by inspect_ai 0.3.285 (every entry zstd, method
+    93; tests/data/importers/inspect/make_eval.py made them) in a fresh process: 4 pairs, with the
+    planted rescue of `add`, harm of `mul` and the tool results as retrievals."""
+    pytest.importorskip("inspect_ai")
+    import zipfile
+
+    on, off = INSPECT_DATA / "skills_on.eval", INSPECT_DATA / "skills_off.eval"
+    assert {i.compress_type for i in zipfile.ZipFile(on).infolist()} == {93}
+    out = tmp_path / "runs.jsonl"
+    code, err, _, _ = cli(["import", "inspect", "--enabled", str(on), "--disabled", str(off), "-o", str(out)],
+                          tmp_path)
+    assert code == 0, err
+    assert "4 pair(s), 8 record(s)" in err
+    recs = {(r["task_id"], r["condition"]): r for r in map(json.loads, out.read_text().splitlines())}
+    assert len(recs) == 8
+    assert (recs["add", "enabled"]["correct"], recs["add", "disabled"]["correct"]) == (True, False)
+    assert (recs["mul", "enabled"]["correct"], recs["mul", "disabled"]["correct"]) == (False, True)
+    assert [s["id"] for s in recs["add", "enabled"]["retrievals"][0]["skills"]] == [
+        "arith-basics", "float-tolerance-comparison"]
+    assert recs["sub", "enabled"]["retrievals"] == []
+    assert recs["div", "enabled"]["retrievals"][0]["skills"] == []
+
+
+def test_zstd_bomb_in_an_eval_is_one_line(tmp_path):
+    """A zstd member that declares 100 bytes but inflates to 64 MiB (past a 1 MiB cap) stops at the
+    cap: one line naming the file and the member, exit 2, bounded memory; a corrupt zstd member and
+    a member too deep are one line too."""
+    bomb = tmp_path / "bomb.eval"
+    bomb.write_bytes(zstd_zip({"header.json": b"[" + b" " * (64 << 20) + b"]"}, declared_size=100))
+    assert bomb.stat().st_size < 10_000
+    env_cap = os.environ.get("SKILLAUDIT_MAX_DOCUMENT_MB")
+    os.environ["SKILLAUDIT_MAX_DOCUMENT_MB"] = "1"
+    try:
+        res = cli(["import", "inspect", "--enabled", str(bomb), "--disabled", str(bomb), "-o",
+                   str(tmp_path / "o.jsonl")], tmp_path)
+    finally:
+        if env_cap is None:
+            del os.environ["SKILLAUDIT_MAX_DOCUMENT_MB"]
+        else:
+            os.environ["SKILLAUDIT_MAX_DOCUMENT_MB"] = env_cap
+    assert_one_line_exit_2(res, "bomb.eval: header.json: larger than 1 MiB")
+    deep = tmp_path / "deep.eval"
+    deep.write_bytes(zstd_zip({"header.json": b"[" * 300 + b"]" * 300}))
+    assert_one_line_exit_2(cli(["import", "inspect", "--enabled", str(deep), "--disabled", str(deep), "-o",
+                                str(tmp_path / "o.jsonl")], tmp_path),
+                           "deep.eval: header.json: nested deeper than 200 levels")
+    broken = bytearray(zstd_zip({"header.json": b'{"a": 1}' * 50}))
+    broken[40:48] = b"\xff" * 8  # inside the compressed frame
+    corrupt = tmp_path / "corrupt.eval"
+    corrupt.write_bytes(bytes(broken))
+    assert_one_line_exit_2(cli(["import", "inspect", "--enabled", str(corrupt), "--disabled", str(corrupt), "-o",
+                                str(tmp_path / "o.jsonl")], tmp_path), "corrupt.eval: header.json: not readable")
+
+
 def test_reader_units(tmp_path):
     """The reader's pieces: size cap with the environment override, nesting scan that skips strings,
     schema paths, non-finite numbers, a silent stream given up after the timeout."""
