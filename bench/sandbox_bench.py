@@ -17,10 +17,13 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from skillaudit.harness.sandbox import Limits, run_python, sandbox_layers
 from skillaudit.harness.score import Scorer
 from skillaudit.harness.tasks import default_data_path, load_tasks
+
+SHARED_MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp_plus.jsonl"
 
 
 def overhead(n: int) -> None:
@@ -53,7 +56,7 @@ def humaneval() -> None:
 
 
 def mbpp(cache: str | None, workers: int = 2) -> None:
-    path = default_data_path("mbpp_plus")
+    path = default_data_path("mbpp_plus") or SHARED_MBPP  # SKILLAUDIT_DATA / EvalPlus cache, else ../shared
     tasks = load_tasks("mbpp_plus", path)
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as fh:

