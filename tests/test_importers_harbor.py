@@ -16,6 +16,105 @@ from skillaudit.importers.harbor import _side_of_text, import_harbor, read_claud
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "harbor"
 CC = REAL / "claude-code"
 needs_real = pytest.mark.skipif(not CC.is_dir(), reason="../shared/data/real is absent")
+MINIMAX = REAL.parent / "minimax-claude-code" / "minimax-m2.1+claude-code"
+T2 = REAL.parent / "harbor-terminus2-local"
+
+
+def _figures(records: list[dict]) -> dict:
+    """What every figure reads from a run log: per (model, task), the sorted (enabled, disabled)
+    outcome and use pairs, independent of trial names and meta."""
+    from collections import defaultdict
+
+    by = defaultdict(dict)
+    for r in records:
+        use = tuple(sorted(s for x in r.get("retrievals") or () for s in x["skills"]))
+        by[(r["model"], r["task_id"], r["epoch"])][r["condition"]] = (r["correct"], use, r.get("use_logged", True))
+    out = defaultdict(list)
+    for (m, t, _), sides in by.items():
+        out[(m, t)].append((sides.get("enabled"), sides.get("disabled")))
+    return {k: sorted(v, key=repr) for k, v in out.items()}
+
+
+@needs_real
+def test_minimax_jobs_pair_every_usable_task_by_hand_count():
+    """MiniMax M2.1 under Claude Code (11 tasks, 17 with-skills and 18 no-skills trials, one
+    no-skills infrastructure error): by hand, every task pairs, jax-computing-basics included (its
+    error trial takes no number), 17 pairs; the error is left out and named; the one with-skills
+    trial without a trajectory (civ6-adjacency-optimizer__UWgxt79) is the only one the note names;
+    court-form-filling's two trials used a skill."""
+    records, report = import_harbor([str(MINIMAX)])
+    assert report.pairs == 17 and report.records == 34
+    assert report.enabled_read == 17 and report.disabled_read == 18
+    tasks = {r["task_id"] for r in records}
+    assert len(tasks) == 11 and "jax-computing-basics" in tasks
+    [left] = report.unpaired
+    assert "jax-computing-basics__2vWZ6YK" in left.where and "RuntimeError" in left.reason
+    [traj] = [n for n in report.notes if "without a readable trajectory" in n]
+    assert traj.startswith("1 with-skills trial(s)") and "civ6-adjacency-optimizer__UWgxt79" in traj
+    used = {r["meta"]["trial"]: r["retrievals"][0]["skills"] for r in records if r.get("retrievals")}
+    assert set(used) == {"court-form-filling__7DPpFqJ", "court-form-filling__bdDX65M"}
+    unlogged = [r["meta"]["trial"] for r in records if r.get("use_logged") is False]
+    assert unlogged == ["civ6-adjacency-optimizer__UWgxt79"]
+    assert not any(r["condition"] == "disabled" and "no_trajectory" in r["meta"] for r in records)
+
+
+@needs_real
+def test_no_figure_changes_when_trials_are_renamed_or_an_error_trial_moves(tmp_path):
+    """Renaming every trial (reversing their name order) and giving the error trial the first or
+    last name in its task leaves every pair's (outcome, use) the same: replicates are numbered by
+    content, never by name."""
+    base = _figures(import_harbor([str(MINIMAX)])[0])
+    for variant in ("reverse", "error-last"):
+        root = tmp_path / variant / "minimax"
+        shutil.copytree(MINIMAX, root)
+        for side in ("skills", "no_skills"):
+            trials = sorted(p for p in (root / side).iterdir())
+            for i, trial in enumerate(trials):
+                d = json.loads((trial / "result.json").read_text())
+                task = d["task_name"]
+                if variant == "reverse":
+                    new = f"{task}__{len(trials) - i:07d}"
+                else:
+                    new = f"{task}__{'zzzzzzz' if d.get('exception_info') else 'aaaaaa' + str(i)}"
+                d["trial_name"] = new
+                (trial / "result.json").write_text(json.dumps(d))
+                trial.rename(trial.parent / new)
+        assert _figures(import_harbor([str(root)])[0]) == base, variant
+
+
+@needs_real
+def test_rewarded_timeouts_are_scored_and_keep_their_exception():
+    """The Harbor 0.26.0 terminus-2 pair made here: both trials ended in AgentTimeoutError with a
+    verifier reward of 0.0; both are scored (failures), the exception kept in meta, and the import
+    note states the rule."""
+    records, report = import_harbor(enabled=[str(T2 / "t2-skill")], disabled=[str(T2 / "t2-noskill")])
+    assert report.pairs == 1 and not report.unpaired
+    assert [r["correct"] for r in records] == [False, False]
+    assert {r["meta"]["exception"] for r in records} == {"AgentTimeoutError"}
+    assert any("scored by it, whatever the agent raised (2 such trial(s)" in n for n in report.notes)
+
+
+@needs_real
+def test_a_constructed_rewarded_exception_passes_and_surplus_trials_are_counted(tmp_path):
+    """A trial that raised but carries reward 1.0 is a pass; a second valid with-skills trial of a
+    task with one no-skills trial is a surplus trial: left out and counted in the note, not paired."""
+    job = tmp_path / "with-skills"
+    shutil.copytree(CC / "main-with-skills-pass2", job)
+    trial = next(p for p in job.iterdir() if p.name.startswith("threejs"))
+    d = json.loads((trial / "result.json").read_text())
+    d.update(exception_info={"exception_type": "AgentTimeoutError"}, verifier_result={"rewards": {"reward": 1.0}})
+    (trial / "result.json").write_text(json.dumps(d))
+    late = job / f"{trial.name}-late"
+    shutil.copytree(trial, late)
+    d.update(trial_name=late.name, started_at="9999-01-01T00:00:00Z")
+    (late / "result.json").write_text(json.dumps(d))
+    records, report = import_harbor(enabled=[str(job)], disabled=[str(CC / "main-without-skills-pass2")])
+    three = next(r for r in records if r["task_id"] == "threejs-to-obj" and r["condition"] == "enabled")
+    assert three["correct"] is True and three["meta"]["exception"] == "AgentTimeoutError"
+    assert three["meta"]["trial"] == trial.name  # the last started is the surplus one
+    [surplus] = [u for u in report.unpaired if u.reason.startswith("surplus trial")]
+    assert late.name in surplus.where
+    assert any(n.startswith("1 surplus trial(s) left out") and late.name in n for n in report.notes)
 
 
 @needs_real
@@ -52,7 +151,7 @@ def test_explicit_sides_and_error_records(tmp_path):
     job = tmp_path / "run-a"
     shutil.copytree(CC / "main-with-skills-pass2", job)
     trial = next(p for p in job.iterdir() if p.name.startswith("threejs"))
-    for i, change in enumerate(({"exception_info": {"exception_type": "AgentTimeoutError"}},
+    for i, change in enumerate(({"exception_info": {"exception_type": "AgentTimeoutError"}, "verifier_result": None},
                                 {"verifier_result": None}, {"verifier_result": {"rewards": {"reward": "n/a"}}})):
         copy = job / f"{trial.name}-{i}"
         shutil.copytree(trial, copy)
@@ -64,7 +163,8 @@ def test_explicit_sides_and_error_records(tmp_path):
     reasons = sorted(u.reason for u in report.unpaired if u.condition == "enabled")
     assert reasons == ["error record (not a failure): no verifier result",
                        "error record (not a failure): the reward is not a number (n/a)",
-                       "error record (not a failure): the trial raised AgentTimeoutError (exception_info)"]
+                       "error record (not a failure): the trial raised AgentTimeoutError (exception_info) and has no "
+                       "verifier reward"]
     assert "--enabled" in report.naming
 
 

@@ -11,13 +11,21 @@ agent's trajectory under `agent/`. A *job* is a folder of trials with its own `r
   it; then `config.trials_dir` and `trial_uri`. The summary says which word decided.
 - Per trial: task = `task_name` (a string; `task_id` is an object in Harbor and is never used);
   model = `<agent>:<model>` (`config.agent.name` / `agent_info.name`, `config.agent.model_name` /
-  `agent_info.model_info.name`); correct = reward >= `--threshold`. A trial with
-  `exception_info`, no verifier result or a non-numeric reward is an error record: left out, counted
-  and named, never a failure. Trials of one (model, task, side) are numbered 1..n in trial-name order.
+  `agent_info.model_info.name`); correct = reward >= `--threshold`. A trial with a verifier reward
+  is scored by it whatever the agent raised (Harbor runs the verifier after an agent timeout; the
+  exception is kept in `meta.exception`); an exception without a reward, no verifier result or a
+  non-numeric reward is an error record: left out, counted and named, never a failure.
+- Pairing: the valid trials of one (model, task, side) are replicates (`meta.k_of_n`). Error trials
+  take no number; when one side has more valid trials than the other, the last started (then the
+  last named) are surplus: left out and counted, never paired. The kept trials are numbered passes
+  first, then by the skills they used, on both sides, so no figure depends on trial names, on their
+  order or on where an error trial sat (which with-skills trial ran beside which without-skills
+  trial is not observed: this is the least discordance the per-task counts allow).
 - Skill use from the Claude Code stream-json trajectory (`agent/claude-code.txt`): the init line's
   `skills` are offered (duplicates collapse); an assistant `tool_use` named `Skill` with
-  `input.skill`, or a `Read` / `Bash` of a `.../skills/<name>/SKILL.md` path, is a use. Without a
-  readable trajectory the record says `"use_logged": false` and the summary names the trial.
+  `input.skill`, or a `Read` / `Bash` of a `.../skills/<name>/SKILL.md` path, is a use. A
+  with-skills trial without a readable trajectory says `"use_logged": false` and the summary names
+  it (up to 10, then a count); a without-skills trial never needs one.
   Other agents' trajectory files are not read (their formats are not tested here): named as such.
 - A job whose `result.json` lists trials absent on disk: reported as missing, never invented.
 """
@@ -241,20 +249,41 @@ def _model(d: dict[str, Any], where: str) -> str:
     return model or agent or "default"
 
 
-def _outcome(d: dict[str, Any], threshold: float) -> tuple[bool | None, str | None]:
-    """(correct, None) or (None, why it is an error record)."""
+def _exception(d: dict[str, Any]) -> str | None:
+    """The trial's exception as one short text (`exception_type`, else its message), or None."""
     exc = d.get("exception_info")
-    if exc:
-        text = exc.get("exception_type") or exc.get("exception_message") if isinstance(exc, dict) else exc
-        return None, f"the trial raised {str(text).strip()[:100]} (exception_info)"
+    if not exc:
+        return None
+    text = (exc.get("exception_type") or exc.get("exception_message")) if isinstance(exc, dict) else exc
+    return str(text).strip()[:100] or "an exception"
+
+
+def _outcome(d: dict[str, Any], threshold: float) -> tuple[bool | None, str | None]:
+    """(correct, None) or (None, why it is an error record). A verifier reward scores the trial
+    whatever the agent raised (Harbor runs the verifier after an agent timeout); an exception
+    without a reward is an error record, never a failure."""
+    exc = _exception(d)
     vr = d.get("verifier_result")
-    if not isinstance(vr, dict):
-        return None, "no verifier result"
-    rewards = vr.get("rewards")
+    rewards = vr.get("rewards") if isinstance(vr, dict) else None
     reward = rewards.get("reward") if isinstance(rewards, dict) else None
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or reward != reward:
+        if exc is not None:
+            return None, f"the trial raised {exc} (exception_info) and has no verifier reward"
+        if not isinstance(vr, dict):
+            return None, "no verifier result"
         return None, f"the reward is not a number ({str(reward)[:40]})"
     return float(reward) >= threshold, None
+
+
+def _use_key(rec: dict[str, Any]) -> tuple[Any, ...]:
+    """What a record says it used, as a sort key (records equal in it are interchangeable)."""
+    used = tuple(sorted(s for r in rec.get("retrievals") or () for s in r["skills"]))
+    return (rec.get("use_logged", True) is False, -len(used), used)
+
+
+def _started(d: dict[str, Any]) -> str:
+    v = d.get("started_at")
+    return v if isinstance(v, str) else ""
 
 
 def import_harbor(
@@ -292,22 +321,25 @@ def import_harbor(
         m = model or _model(d, t.path)
         rows.append((m, task, t.side, tname, t, where))
     rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
-    counters: dict[tuple[str, str, str], int] = {}
     decided: dict[str, int] = {}
     no_traj: list[str] = []
     used_any = 0
+    rewarded_exc = 0
+    # valid trials of one (model, task, side), before numbering: error trials take no number
+    valid: dict[tuple[str, str, str], list[tuple[dict[str, Any], str, str, str]]] = {}
     for m, task, side, tname, t, where in rows:
-        k = (m, task, side)
-        counters[k] = epoch = counters.get(k, 0) + 1
-        key = (m, bench, task, epoch)
         decided[t.how] = decided.get(t.how, 0) + 1
         correct, err = _outcome(t.data, threshold)
         if err is not None:
-            pairer.skip(side, key, where, f"error record (not a failure): {err}")
+            pairer.skip(side, f"{m}/{bench}/{task} trial {tname}", where, f"error record (not a failure): {err}")
             continue
         traj = trajectory_of(t.folder)
         rec: dict[str, Any] = {"correct": correct}
         meta: dict[str, Any] = {"source": t.path, "trial": tname, "side_from": f"{t.how} ({t.detail})"}
+        exc = _exception(t.data)
+        if exc is not None:
+            meta["exception"] = exc
+            rewarded_exc += 1
         if traj.problem is None:
             meta["trajectory"] = traj.source
             if side == ENABLED:
@@ -319,12 +351,32 @@ def import_harbor(
                 pairer.note(f"{where}: a without-skills trial was offered skills {', '.join(traj.offered)}")
         else:
             meta["trajectory"] = None
-            meta["no_trajectory"] = traj.problem
-            no_traj.append(f"{tname} ({traj.problem})")
-            if side == ENABLED:
+            if side == ENABLED:  # a without-skills trial never needs one
+                meta["no_trajectory"] = traj.problem
+                no_traj.append(f"{tname} ({traj.problem})")
                 rec["use_logged"] = False
         rec["meta"] = meta
-        pairer.add(side, key, rec, where)
+        valid.setdefault((m, task, side), []).append((rec, where, tname, _started(t.data)))
+    surplus: list[str] = []
+    for (m, task, side), group in valid.items():
+        other = valid.get((m, task, DISABLED if side == ENABLED else ENABLED), [])
+        keep = group
+        if other and len(group) > len(other):
+            # surplus trials are the last started (then the last named): which trials are left out
+            # never depends on their outcomes
+            by_time = sorted(group, key=lambda g: (g[3], g[2]))
+            keep, extra = by_time[:len(other)], by_time[len(other):]
+            for _rec, where, tname, _ in extra:
+                surplus.append(tname)
+                pairer.skip(side, f"{m}/{bench}/{task} trial {tname}", where,
+                            f"surplus trial: {len(other)} valid trial(s) on the other side, {len(group)} on this one")
+        # replicates numbered passes first, then by what the trial used: no figure depends on
+        # trial names, on their order or on where an error trial sat
+        keep = sorted(keep, key=lambda g: (not g[0]["correct"], _use_key(g[0]), g[2]))
+        k_of_n = {"passes": sum(bool(g[0]["correct"]) for g in keep), "trials": len(keep)}
+        for epoch, (rec, where, _tname, _) in enumerate(keep, 1):
+            rec["meta"]["k_of_n"] = dict(k_of_n)
+            pairer.add(side, (m, bench, task, epoch), rec, where)
     read_names = {r[3] for r in rows}
     for path, d in jobs:
         listed = _job_trials(d)
@@ -333,10 +385,18 @@ def import_harbor(
             pairer.note(f"{path}: the job lists {len(listed)} trial(s); {len(missing)} are not on disk and are "
                         f"left out, not invented (first: {', '.join(missing[:3])})")
     if no_traj:
-        pairer.note(f"{len(no_traj)} trial(s) without a readable trajectory (skill use not logged): "
-                    + "; ".join(no_traj[:5]) + (" ..." if len(no_traj) > 5 else ""))
+        pairer.note(f"{len(no_traj)} with-skills trial(s) without a readable trajectory (skill use not logged): "
+                    + "; ".join(no_traj[:10]) + (f"; and {len(no_traj) - 10} more" if len(no_traj) > 10 else ""))
+    if surplus:
+        pairer.note(f"{len(surplus)} surplus trial(s) left out (a task had more valid trials on one side; "
+                    "the last started are left out): " + ", ".join(surplus[:10])
+                    + (f" and {len(surplus) - 10} more" if len(surplus) > 10 else ""))
     pairer.note(f"{used_any} with-skills trial(s) used a skill per their trajectory")
-    pairer.paired_on = "(agent:model, task_name, trial number in trial-name order)"
+    pairer.note("scoring: a trial with a verifier reward is scored by it, whatever the agent raised "
+                f"({rewarded_exc} such trial(s); the exception is kept in meta.exception); a trial "
+                "with an exception and no reward is an error record, left out")
+    pairer.paired_on = ("(agent:model, task_name, replicate): a task's valid trials per side are "
+                        "replicates, numbered passes first")
     pairer.naming = "sides from " + "; ".join(f"{how} ({n} trial(s))" for how, n in decided.items())
     if benchmark:
         pairer.naming += f"; benchmark {benchmark!r} (--benchmark)"
