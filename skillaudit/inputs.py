@@ -7,7 +7,9 @@ paired-run columns, the same block in memory also gives
 - the lines holding an arm record (`"arm"`), checked and joined to pairs on demand (`Inputs.arms`);
 - the skills' content hashes logged by enabled records (`"hash"`), for provenance;
 - with `cost=True`, the fields the cost figures read of every main record (`skillaudit.cost`);
-- with `digests=True`, the sha256 of each regular file's bytes (the audit's input fingerprint).
+- with `digests=True`, the sha256 of each regular file's bytes (the audit's input fingerprint);
+- the skills each enabled record says were offered (`"offered"`, importers of agent logs) and
+  whether its trajectory was cut (`meta.trajectory_cut`), for the headline's skill reach.
 
 The result is one `Inputs` object that commands hand down: the CLI calls `load_inputs` and prints
 its warnings, nothing else reads a run log.
@@ -56,6 +58,8 @@ class Inputs:
     digests: dict[str, str] = field(default_factory=dict)
     cost_table: CostTable | None = None
     arm_lines: tuple[tuple[str, bytes], ...] | None = ()  # (file:line, line); None: not collected
+    # (model, benchmark, task_id, epoch) of an enabled main record -> (skills offered, log cut?)
+    offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = field(default_factory=dict)
 
     @cached_property
     def checked_arms(self) -> ArmLines:
@@ -132,9 +136,11 @@ def load_inputs(
         table.extend(p.cost)
     if table is not None:
         table.freeze()
+    offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
     for p in parts:
         for sid, hashes in p.seen.items():
             seen.setdefault(sid, set()).update(hashes)
+        offered.update(p.offered)
 
     def name(ix: int) -> str:
         return "<stdin>" if paths[ix] == "-" else paths[ix]
@@ -142,7 +148,7 @@ def load_inputs(
     return Inputs(
         paths=tuple(paths), runs=runs, library=library, seen_hashes=seen,
         digests={paths[ix]: d for p in parts for ix, d in p.digests.items()},
-        cost_table=table,
+        cost_table=table, offered=offered,
         arm_lines=tuple((f"{name(ix)}:{ln}", line) for p in parts for ix, ln, line in p.arm_lines)
         if arms else None,
     )
@@ -253,6 +259,32 @@ def _add_costs(data: bytes, table: CostTable) -> None:
                 table.add_record(rec)
 
 
+_OFFERED_NEEDLE = b'"offered"'
+_ENABLED = ("enabled", "on", "skills_on")
+
+
+def _add_offered(line: bytes, into: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]]) -> None:
+    """An enabled main record's `offered` skills and whether its log was cut. The run-log reader
+    has already checked the line (a bad one stopped the read), so a shape it does not vouch for
+    (`offered` is informational there) is passed over, not an error."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(rec, dict) or rec.get("arm") is not None or rec.get("condition") not in _ENABLED:
+        return
+    off = rec.get("offered")
+    if not isinstance(off, list):
+        return
+    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    epoch = rec.get("epoch", 1)
+    key = (rec.get("model", "default"), rec.get("benchmark", "default"), rec.get("task_id"),
+           epoch if type(epoch) is int else 1)
+    if all(isinstance(k, str) for k in key[:3]):
+        into[key] = (tuple(dict.fromkeys(x for x in off if isinstance(x, str) and x)),
+                     meta.get("trajectory_cut") is True)
+
+
 class _Extra:
     """What load_inputs keeps of the blocks one reader reads (see skillaudit.runs.reader._State.extra)."""
 
@@ -263,6 +295,7 @@ class _Extra:
         self.cost = CostTable()
         self.digests: dict[int, str] = {}  # file index -> sha256 hex
         self._hashing: _Hashing | None = None
+        self.offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
 
     def fresh(self) -> _Extra:
         return _Extra(*self.want)
@@ -301,3 +334,5 @@ class _Extra:
                 add_hashes(line, self.seen)
         if cost:
             _add_costs(buf if n == len(buf) else buf[:n], self.cost)
+        for _, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):
+            _add_offered(line, self.offered)

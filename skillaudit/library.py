@@ -91,6 +91,20 @@ class Library:
         return iter(self.skills)
 
 
+#: the `source` of a library made of the skill ids the runs say were offered (`offered_library`)
+OFFERED_SOURCE = "the skills the runs say were offered"
+
+
+def offered_library(offered: Any) -> Library | None:
+    """A library of the skill ids the runs' enabled records list as offered (`Inputs.offered`),
+    with no texts; None when no record lists any. It stands for `--skills` where none was given:
+    per-skill verdicts, "unused" and "use not logged" need the ids, not the texts."""
+    ids = sorted({sid for skills, _ in offered.values() for sid in skills})
+    if not ids:
+        return None
+    return Library(tuple(Skill(id=i, name=i, description="", body="") for i in ids), source=OFFERED_SOURCE)
+
+
 def split_front_matter(text: str) -> tuple[str | None, str, int]:
     """Return (yaml text or None, body, line number where the body starts)."""
     if text.startswith("\ufeff"):

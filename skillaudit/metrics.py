@@ -25,26 +25,28 @@ SCHEMA = "skillaudit.metrics/v1"
 
 # Column order of the per-pair design used by `_statistics`. b - c = y+ - y- pair by pair, so these
 # six totals determine every rate; fewer columns mean fewer distinct task patterns to resample.
-_COLS = ("one", "r", "yp", "yn", "yp_r", "yn_r")
+# The skipped side ("s") is the pairs whose use was logged and retrieved nothing: a pair whose
+# enabled run did not record its skill use is in OAE only, neither retrieved nor skipped.
+_COLS = ("one", "r", "yp", "yn", "yp_r", "yn_r", "s", "yp_s", "yn_s")
 _STATS = ("oae", "rae", "delta_skip", "agg_lift", "selection_gap", "skip_minus_rae")
 
 
 def _columns(runs: PairedRuns) -> np.ndarray:
     r = runs.retrieved
     yp, yn = runs.y_pos, runs.y_neg
-    return np.column_stack([np.ones_like(r), r, yp, yn, yp & r, yn & r]).astype(np.float64)
+    s = ~r & ~runs.use_unlogged
+    return np.column_stack([np.ones_like(r), r, yp, yn, yp & r, yn & r, s, yp & s, yn & s]).astype(np.float64)
 
 
 def _statistics(t: np.ndarray) -> np.ndarray:
-    """(B x 6) totals -> (B x 6) statistics in `_STATS` order; NaN where a side is empty."""
-    one, r, yp, yn, yp_r, yn_r = (t[:, i] for i in range(t.shape[1]))
-    skip = one - r
+    """(B x 9) totals -> (B x 6) statistics in `_STATS` order; NaN where a side is empty."""
+    one, r, yp, yn, yp_r, yn_r, skip, yp_s, yn_s = (t[:, i] for i in range(t.shape[1]))
     with np.errstate(divide="ignore", invalid="ignore"):
         oae = np.where(one > 0, (yp - yn) / one, np.nan)
         rae = np.where(r > 0, (yp_r - yn_r) / r, np.nan)
-        dskip = np.where(skip > 0, ((yp - yp_r) - (yn - yn_r)) / skip, np.nan)
-        lift = np.where((r > 0) & (skip > 0), yp_r / r - (yp - yp_r) / skip, np.nan)
-        gap = np.where((r > 0) & (skip > 0), yn_r / r - (yn - yn_r) / skip, np.nan)
+        dskip = np.where(skip > 0, (yp_s - yn_s) / skip, np.nan)
+        lift = np.where((r > 0) & (skip > 0), yp_r / r - yp_s / skip, np.nan)
+        gap = np.where((r > 0) & (skip > 0), yn_r / r - yn_s / skip, np.nan)
     return np.column_stack([oae, rae, dskip, lift, gap, dskip - rae])
 
 
@@ -200,7 +202,8 @@ def group_metrics(
     # OAE, RAE and delta_skip: Tango's score interval with the score test it inverts (Rao-Scott
     # design effect over tasks when tasks have several epochs); the other figures: bootstrap
     flip = runs.flip
-    scored = [paired_score(units[m], flip[m], level) for m in (np.ones(one, dtype=bool), in_cond, ~in_cond)]
+    skipped = ~in_cond & ~runs.use_unlogged
+    scored = [paired_score(units[m], flip[m], level) for m in (np.ones(one, dtype=bool), in_cond, skipped)]
     rae_score = scored[1]
     if mid_p:
         p_cond = paired_test(cond_units, flip[in_cond], mid_p=True)
@@ -250,7 +253,7 @@ def group_metrics(
         n_pairs=one,
         n_tasks=int(np.unique(units).size),
         n_cond=r,
-        n_skip=one - r,
+        n_skip=int(tot[6]),
         trigger_rate=r / one if one else None,
         acc_enabled=yp / one if one else None,
         acc_disabled=yn / one if one else None,
@@ -260,8 +263,8 @@ def group_metrics(
         c=c,
         cond_b=b_r,
         cond_c=c_r,
-        skip_b=b - b_r,
-        skip_c=c - c_r,
+        skip_b=int((rescue & skipped).sum()),
+        skip_c=int((harm & skipped).sum()),
         oae=oae,
         rae=rae,
         delta_skip=dskip,

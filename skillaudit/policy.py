@@ -179,6 +179,9 @@ class Population:
     alpha_power: float = 0.10  # the power calculation's alpha
     deff: float = 1.0  # design effect of the epochs
     pairs_per_task: float = 1.0
+    # skills whose use is unknown: never seen used on a run that logged its use, and offered on (or,
+    # where runs do not list what they offered, possibly given to) a run that did not log it
+    use_unknown: frozenset[str] = frozenset()
     _harmful: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @property
@@ -188,8 +191,11 @@ class Population:
 
     @classmethod
     def from_runs(cls, runs: PairedRuns, attribution: AttributionResult, rules: Rules,
-                  partner: dict[str, tuple[str, float]], cluster_of: dict[str, list[str]]) -> Population:
-        """The population of `attribution` (computed from `runs`)."""
+                  partner: dict[str, tuple[str, float]], cluster_of: dict[str, list[str]],
+                  offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
+                  ) -> Population:
+        """The population of `attribution` (computed from `runs`); `offered` is what each enabled
+        run says it was offered (`skillaudit.inputs.Inputs.offered`), for `use_unknown`."""
         rows = {a.skill_id: a for a in attribution.skills}
         regression = bool(attribution.settings.get("regression"))
         lib = attribution.library
@@ -209,6 +215,7 @@ class Population:
                             if in_call.any() else 1.0),
         )
         pop.mixed_counts, pop.q_mixed = pop._excess_discordance(runs, units)
+        pop.use_unknown = _use_unknown(runs, rows, offered or {})
         return pop
 
     def measured(self, a: SkillAttribution) -> bool:
@@ -481,7 +488,37 @@ class ModelsContext:
     rows: dict[str, dict[str, SkillAttribution]]
 
 
+def _use_unknown(runs: PairedRuns, rows: dict[str, SkillAttribution],
+                 offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]]) -> frozenset[str]:
+    """The never-retrieved skills of `rows` whose use is unknown: offered on a pair whose enabled
+    run did not log its use. Such a run that does not list what it offered (its log is missing) had
+    what the other runs of its model and task were offered; with none listed, it may have had any."""
+    unlogged = np.flatnonzero(runs.use_unlogged)
+    if unlogged.size == 0:
+        return frozenset()
+    never = {sid for sid, a in rows.items() if a.n_retrieved == 0}
+    by_task: dict[tuple[str, str, str], set[str]] = {}
+    for (m, b, t, _), (skills, _cut) in offered.items():
+        by_task.setdefault((m, b, t), set()).update(skills)
+    maybe: set[str] = set()
+    for i in unlogged:
+        task = (runs.models[runs.model[i]], runs.benchmarks[runs.benchmark[i]], runs.tasks[runs.task[i]])
+        got = offered.get((*task, int(runs.epoch[i])))
+        if got is not None:
+            maybe.update(got[0])
+        elif task in by_task:
+            maybe.update(by_task[task])
+        else:
+            return frozenset(never)
+    return frozenset(never & maybe)
+
+
 # ---------------------------------------------------------------- the rules' reasons
+def _use_not_logged(c: SkillContext) -> str:
+    return ("no run that logged its skill use used it, and it was offered on runs that did not log "
+            "theirs: whether it is used is unknown")
+
+
 def _unused(c: SkillContext) -> str:
     return "no task in these runs retrieved it" + (f"; near-duplicate of {c.dup[0]}" if c.dup else "")
 
@@ -612,8 +649,13 @@ RULES: tuple[Rule, ...] = (
          "skill is reliably below 0 with at least 5 flips.",
          "library-wide harm",
          _library_wide_harm, lambda e: e.text, ("verdict", "mean_effect_ci", "heterogeneity_p"), scope="library"),
+    Rule("S000", "use-not-logged", "needs-data",
+         "No run that logged its skill use retrieved or opened the skill, and it was offered on runs "
+         "that did not log theirs (or runs that did not log their use do not list what they offered).",
+         "use not logged",
+         lambda c: c.sid in c.pop.use_unknown, _use_not_logged, ("n_retrieved",)),
     Rule("S001", "never-retrieved", "unused",
-         "No task in the runs retrieved the skill.",
+         "No task in the runs retrieved the skill, and every run it may have been given logged its use.",
          "never retrieved",
          lambda c: c.a.n_retrieved == 0, _unused, ("n_retrieved",)),
     Rule("S101", "harmful-near-helpful-duplicate", "rewrite",

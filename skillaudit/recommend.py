@@ -246,10 +246,11 @@ def _recommend_one(
     rules: Rules,
     partner: dict[str, tuple[str, float]],
     cluster_of: dict[str, list[str]],
+    offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
 ) -> dict[str, Recommendation]:
     """Per-skill recommendations for one population (one model, or all pooled): the first skill
     rule (`policy.RULES`) that holds decides each."""
-    pop = Population.from_runs(runs, attribution, rules, partner, cluster_of)
+    pop = Population.from_runs(runs, attribution, rules, partner, cluster_of, offered)
     recs: dict[str, Recommendation] = {}
     for sid, a in pop.rows.items():
         rule, reason, ev = decide_skill(SkillContext(a, pop))
@@ -313,13 +314,16 @@ def recommend(
     near_duplicates: Sequence[tuple[str, str, float]] | None = None,
     harmful_clusters: Sequence[Sequence[str]] | None = None,
     rules: Rules | None = None,
+    offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
 ) -> PruneResult:
     """Library-level and per-skill recommendations plus the projected RAE/OAE without the prune set.
 
     `runs` must be the pairs `attribution` was computed from (`attribute` for one population, or
     `attribute_models` for per-model verdicts). `near_duplicates` are (a, b, similarity) from
     `skillaudit.clusters.find_near_duplicates`; `harmful_clusters` are groups of skill ids that
-    concentrate harm (mentioned in the evidence and the reason).
+    concentrate harm (mentioned in the evidence and the reason). `offered` (`Inputs.offered`)
+    tells which skills runs that did not log their use were offered: only those, never-used
+    elsewhere, are "use not logged" instead of "unused".
     """
     rules = rules or Rules()
     ma = _as_models(attribution)
@@ -338,7 +342,7 @@ def recommend(
     for res in ma.results:
         m = res.model or "*"
         sub = runs if m == "*" or m not in runs.models else runs.select(model=m)
-        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of)
+        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of, offered)
         rows[m] = {a.skill_id: a for a in res.skills}
     skill_recs = _combine(per_model, rows)
     net_of = {sid: min(a.net for r in rows.values() if (a := r.get(sid)) is not None)

@@ -256,6 +256,62 @@ def test_audit_of_offered_only_runs_reports_the_access_effect(tmp_path):
     assert doc["headline"]["bundles"]["n_bundles"] == 30 and doc["library"] == []
 
 
+def test_offered_only_report_names_nothing_that_is_not_in_the_runs(tmp_path):
+    """The offered-only report (tasks t0..t29, agents agent-a/b) holds no task, skill or agent of
+    another data set: no fixed sentence about SkillsBench's threejs-to-obj or Claude Code."""
+    log = _offered_only_log(tmp_path / "offered.jsonl")
+    assert _invoke(["audit", str(log), "--out", str(tmp_path / "rep"), "-q", *FAST]).exit_code == 0
+    for name in ("report.md", "report.html", "audit.json"):
+        text = (tmp_path / "rep" / name).read_text()
+        for foreign in ("threejs", "obj-exporter", "offer-letter", "Claude Code offered", "haiku"):
+            assert foreign not in text, (name, foreign)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    # tasks as tasks (a task of each agent is its own unit), pairs as pairs
+    assert md.splitlines()[2].startswith("60 tasks (180 pairs) · ")
+
+
+def _partly_logged_log(path: Path) -> Path:
+    """One model, 20 tasks: 8 retrieve (6 harms, 0 rescues), 8 retrieve nothing (flips: 2 rescues),
+    4 did not log their use; those 4 are all rescues, so counting them as 'skipped' would move Δskip."""
+    lines = []
+    for t in range(20):
+        common = {"task_id": f"t{t}", "model": "m", "benchmark": "b"}
+        if t < 8:
+            en = {"correct": t >= 6, "retrievals": [{"query": "q", "skills": ["s1"]}]}
+            dis = True
+        elif t < 16:
+            en, dis = {"correct": t < 10, "retrievals": []}, False
+        else:
+            en, dis = {"correct": True, "use_logged": False, "offered": ["s1", "s2"]}, False
+        lines.append({**common, "condition": "enabled", **en})
+        lines.append({**common, "condition": "disabled", "correct": dis})
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+def test_partial_use_logging_is_said_once_and_figures_use_the_logged_runs(tmp_path):
+    """4 of 20 with-skills runs did not log their use: RAE is on the 8 retrieving pairs, Δskip on the
+    8 logged non-retrieving ones (2 rescues: +25.0 pp; with the unlogged 4 it would be +50.0), OAE
+    on all 20; the terminal says it once as a warning, with no 'Skill use not logged: no RAE' line and
+    no task-bundle section; the report says it in the model's sentence."""
+    log = _partly_logged_log(tmp_path / "partial.jsonl")
+    res = _invoke(["metrics", str(log), "--json"])
+    assert res.exit_code == 0, res.output
+    [g] = [g for g in json.loads(res.output)["groups"] if g["benchmark"] == "*"]
+    assert (g["n_cond"], g["n_skip"], g["n_use_unlogged"]) == (8, 8, 4)
+    assert g["rae"] == pytest.approx(-6 / 8) and g["delta_skip"] == pytest.approx(2 / 8)
+    assert g["oae"] == pytest.approx((2 + 4 - 6) / 20)  # rescues 2 skipped + 4 unlogged, harms 6
+    assert (g["skip_b"], g["skip_c"]) == (2, 0)
+    res = _invoke(["audit", str(log), "--out", str(tmp_path / "rep"), "-q", *FAST])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("use not logged on 4 of 20 runs") == 1
+    assert "Skill use not logged" not in res.output and "Task bundles" not in res.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert md.count("skill use not logged on 4 of 20 with-skills runs: RAE, Δskip and the per-skill "
+                    "figures use the 16 logged ones, OAE all 20") == 1
+    assert "Without skill-use logs these runs cannot say" not in md
+
+
 @pytest.mark.skipif(not REAL_REGISTRY.is_file(), reason="../shared/data/real is absent")
 def test_audit_of_the_skillsbench_registry_names_every_agent_and_the_worst_bundles(tmp_path):
     """The imported SkillsBench registry: an access effect with a CI for each of the 18 agents and the most harmful task bundles."""

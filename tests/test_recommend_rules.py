@@ -85,6 +85,7 @@ MEASURED = dict(causal_effect=-0.2, causal_ci=(-0.3, -0.1), causal_q=0.01, causa
 CASES = {
     "L001": lambda: _library("library-wide", "harm", depth_slope_ci=(-0.04, -0.01)),
     "L002": lambda: _library("library-wide", "harm", depth_slope_ci=(-0.04, 0.01)),
+    "S000": lambda: _skill(_row(n_retrieved=0, n_tasks=0, b=0, c=0, q_value=None), use_unknown=frozenset({"s"})),
     "S001": lambda: _skill(_row(n_retrieved=0, n_tasks=0, b=0, c=0, q_value=None)),
     "S101": lambda: _skill(_row(**_HARMFUL), _row("g", **_HELPFUL), differ=True, partner={"s": ("g", 0.9)}),
     "S102": lambda: _skill(_row(**{**_HARMFUL, "b": 4, "c": 10, "net": -6}), differ=True),

@@ -247,12 +247,27 @@ _bootstrap_option = click.option(
 
 def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: bool, model: str | None,
                        benchmark: str | None, attribution: str, n_boot: int, seed: int, jobs: int = 0,
-                       pool_models: bool = False, mid_p: bool = False, cost: bool = False) -> Any:
+                       pool_models: bool = False, mid_p: bool = False, cost: bool = False,
+                       offered_fallback: bool = False) -> Any:
+    """(inputs, the selected pairs, the attribution). With `offered_fallback` and no --skills, the
+    skills the runs say were offered stand for the library (said in one line); `inputs.library`
+    is then that library."""
     from ..attribution import attribute_models
 
     lib = load_library_for_cli(skills_path)
     # rank and prune do not report adherence: the answers are not even decoded
     inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, cost=cost and lib is not None)
+    if lib is None and offered_fallback:
+        import dataclasses
+
+        from ..library import offered_library
+
+        lib = offered_library(inputs.offered)
+        if lib is None:
+            raise CommandError("--skills is required: these runs do not list the skills they were offered")
+        warn(f"no --skills: judging the {len(lib)} skills the runs say were offered (their texts are not "
+             "in the runs: no near-duplicate merges)")
+        inputs = dataclasses.replace(inputs, library=lib)
     paired = inputs.runs.select(model, benchmark)
     if paired.n_pairs == 0:
         raise CommandError("no pairs left after --model/--benchmark")
@@ -359,7 +374,9 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
 
 @click.command()
 @runs_argument()
-@skills_option(required=True)
+@click.option("--skills", "skills_path", type=click.Path(), default=None,
+              help="Skill library: a folder of <name>/SKILL.md or a JSON Lines file (default: the skills "
+                   "the runs say were offered, when they list them).")
 @attribution_option
 @filter_options
 @pool_models_option
@@ -379,7 +396,7 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
 @strict_option
 @json_option
 @reports_errors
-def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str | None,
+def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, model: str | None,
           benchmark: str | None, pool_models: bool, mid_p: bool, embedder: str, threshold: float | None,
           apply_dir: str | None, explain: str | None, n_boot: int, seed: int, jobs: int, strict: bool,
           as_json: bool) -> None:
@@ -397,11 +414,13 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
     from ..prune_view import explain_lines, prune_lines
     from ..recommend import apply_prune, recommend
 
+    if apply_dir is not None and skills_path is None:
+        raise CommandError("--apply needs --skills: the library to copy")
     inputs, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
-                                                n_boot, seed, jobs, pool_models, mid_p)
+                                                n_boot, seed, jobs, pool_models, mid_p, offered_fallback=True)
     lib = inputs.library
     near = harmful = None
-    if embedder != "none":
+    if embedder != "none" and skills_path is not None:
         try:
             from ..clusters import cluster_library
         except ImportError as exc:
@@ -412,7 +431,7 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
             if report.fallback_reason:
                 warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
             near, harmful = list(report.near_duplicates), report.harmful_members()
-    out = recommend(paired, result, near_duplicates=near, harmful_clusters=harmful)
+    out = recommend(paired, result, near_duplicates=near, harmful_clusters=harmful, offered=inputs.offered)
     left_out = apply_prune(lib, out, apply_dir) if apply_dir is not None else None
     if as_json:
         doc = out.to_dict()
@@ -429,6 +448,10 @@ def prune(runs: tuple[str, ...], skills_path: str, attribution: str, model: str 
     else:
         for line in prune_lines(out):
             echo(line)
+        n_cut = sum(cut for _, cut in inputs.offered.values())
+        if n_cut:
+            echo(f"{n_cut} with-skills log(s) end before the agent finished (cut): \"unused\" means not seen "
+                 "used in what was logged")
         if apply_dir is not None:
             echo(f"wrote a pruned copy of {skills_path} to {apply_dir} "
                        f"({len(left_out or [])} skill(s) left out; see PRUNED.md)")

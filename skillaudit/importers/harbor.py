@@ -171,6 +171,7 @@ class Trajectory:
     used: tuple[str, ...] = ()
     source: str | None = None  # the file read
     problem: str | None = None  # why no skill use could be read
+    complete: bool = True  # False: the log ends before the agent's final result (cut): use is a floor
 
 
 def read_claude_code(path: str) -> Trajectory:
@@ -179,9 +180,13 @@ def read_claude_code(path: str) -> Trajectory:
     offered: dict[str, None] = {}
     used: dict[str, None] = {}
     init = False
+    final = False  # Claude Code's last stream-json line is {"type":"result",...}
     parsed = 0
     for line in data.splitlines():
         line = line.strip()
+        if line.startswith(b'{"type":"result"') or line.startswith(b'{"type": "result"'):
+            final = True
+            continue
         if not line.startswith(b"{") or (b'"init"' not in line and b'"tool_use"' not in line):
             continue
         try:
@@ -215,7 +220,7 @@ def read_claude_code(path: str) -> Trajectory:
                         used.setdefault(m.group(1), None)
     if not init:
         return Trajectory(source=path, problem=f"{path}: no Claude Code init line (stream-json) found")
-    return Trajectory(tuple(offered), tuple(used), source=path)
+    return Trajectory(tuple(offered), tuple(used), source=path, complete=final)
 
 
 def trajectory_of(folder: str | None) -> Trajectory:
@@ -325,6 +330,7 @@ def import_harbor(
     no_traj: list[str] = []
     used_any = 0
     rewarded_exc = 0
+    cut: list[str] = []
     # valid trials of one (model, task, side), before numbering: error trials take no number
     valid: dict[tuple[str, str, str], list[tuple[dict[str, Any], str, str, str]]] = {}
     for m, task, side, tname, t, where in rows:
@@ -342,6 +348,10 @@ def import_harbor(
             rewarded_exc += 1
         if traj.problem is None:
             meta["trajectory"] = traj.source
+            if not traj.complete:
+                meta["trajectory_cut"] = True
+                if side == ENABLED:
+                    cut.append(tname)
             if side == ENABLED:
                 rec["offered"] = list(traj.offered)
                 rec["retrievals"] = ([{"query": None, "skills": list(traj.used), "error": None}]
@@ -392,6 +402,9 @@ def import_harbor(
                     "the last started are left out): " + ", ".join(surplus[:10])
                     + (f" and {len(surplus) - 10} more" if len(surplus) > 10 else ""))
     pairer.note(f"{used_any} with-skills trial(s) used a skill per their trajectory")
+    if cut:
+        pairer.note(f"{len(cut)} with-skills trajectory(ies) end before the agent's final result line (cut): "
+                    "skill use after the cut is unseen, so their use is a floor (meta.trajectory_cut)")
     pairer.note("scoring: a trial with a verifier reward is scored by it, whatever the agent raised "
                 f"({rewarded_exc} such trial(s); the exception is kept in meta.exception); a trial "
                 "with an exception and no reward is an error record, left out")

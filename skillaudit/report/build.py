@@ -281,6 +281,9 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
         verdict = "unclear"
         text = (f"no clear effect where skills are used: RAE {_pp(rae)}{ci_txt} ({counts}; "
                 f"{test} {_p(p)}, not below {alpha})")
+    partial = partial_use_text(g)
+    if partial:
+        text += f"; {partial}"
     sign = None
     if g.get("sign_disagreement"):
         sign = (f"the aggregate lift ({_pp(g.get('agg_lift'))}) points the other way from RAE "
@@ -294,6 +297,8 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
         "sign_disagreement": bool(g.get("sign_disagreement")), "sign_text": sign,
         "selection_text": g.get("selection_warning"),
         "injection_text": g.get("injection_text"),
+        "partial_use_text": partial,
+        "partial_use": [g.get("n_use_unlogged", 0), g.get("n_pairs", 0)] if partial else None,
         "aa_flip_rate": g.get("aa_flip_rate"),
         "flip_rate": (g["aa_between_flip_rate"] if g.get("aa_between_flip_rate") is not None
                       else (g.get("b", 0) + g.get("c", 0)) / g["n_pairs"] if g.get("n_pairs") else None),
@@ -368,12 +373,16 @@ def _injection_sentence(groups: Sequence[dict[str, Any]], model: str, pooled: st
 
 
 def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
-             library: Sequence[dict[str, Any]] = (), verify: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The answer to "does the library help where it is used?", one verdict per model, and whether
-    the harm (or help) is library-wide or in specific entries."""
+             library: Sequence[dict[str, Any]] = (), verify: dict[str, Any] | None = None,
+             reach: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The answer to "does the library help where it is used?", one verdict per model, whether
+    the harm (or help) is library-wide or in specific entries, and (`reach`, `skillaudit.reach`)
+    how many of the skills each model was offered it opened."""
     pooled = [g for g in metrics["groups"] if g["benchmark"] == "*"]
     per_model = [model_verdict(g) for g in pooled]
+    reach_of = {r["model"]: r for r in reach}
     for v in per_model:
+        v["reach"] = reach_of.get(v["model"])
         if v.get("use_logged") is False:  # no retrieval to judge the library by: the bundle section says why
             v["library_verdict"], v["library_text"] = "use-not-logged", None
         else:
@@ -408,6 +417,8 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
             "too-few": "Too few tasks retrieved skills to judge the library",
         }[overall]
         text = f"On {v['model']}, {v['text']}."
+        if v.get("reach"):
+            text += f" The agent {v['reach']['text']}."
     else:
         counts = {k: verdicts.count(k) for k in ("hurts", "helps", "unclear", "too-few")}
         if counts["hurts"] and not counts["helps"]:
@@ -432,6 +443,9 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
                  "too-few": "too few retrievals to tell"}
         parts = [f"{words[k]} for {v} of them" for k, v in counts.items() if v]
         text = f"Across {n} models: " + "; ".join(parts) + "."
+        reached = [f"{v['model']} {v['reach']['text']}" for v in per_model if v.get("reach")]
+        if reached:
+            text += " Skill reach: " + "; ".join(reached) + "."
     for v in per_model:
         v["library_short"] = _library_short(library, v["model"]) if v["library_text"] else None
     action = None
@@ -493,9 +507,9 @@ CANNOT_SAY = (
     "Without skill-use logs these runs cannot say: the effect where skills are actually used (RAE) "
     "or on runs that ignored them (Δskip), the retrieval funnel (Figure 1's invoked / retrieved / "
     "adhered stages), which skill of a bundle helped or hurt, or whether an effect is library-wide "
-    "or in specific skills. A run offered skills may never open them (Claude Code offered "
-    "threejs-to-obj its skill and never used it), so 'offered' is not 'used': the access effect "
-    "mixes runs that read the skills with runs that did not. Log the agent's trajectory (Harbor "
+    "or in specific skills. A run offered skills may never open them, so 'offered' is not "
+    "'used': the access effect mixes runs that read the skills with runs that did not. Log the "
+    "agent's trajectory (Harbor "
     "`agent/claude-code.txt`, `skillaudit import harbor`) to get them.")
 
 
@@ -567,13 +581,37 @@ def _clusters_step(library: Any, rows: dict[str, Any], runs: Any, notes: list[st
     return cluster_rep, clusters_doc
 
 
+def _offered_only_pairs(runs: Any) -> np.ndarray:
+    """Bool per pair: its model logged no skill use on any pair (offered only, as the SkillsBench
+    registry). A model that logged use on some runs is judged on those (`partial_use_text`)."""
+    unlogged = runs.use_unlogged
+    if not unlogged.any():
+        return unlogged
+    logged_models = np.unique(runs.model[~unlogged])
+    return unlogged & ~np.isin(runs.model, logged_models)
+
+
+def partial_use_text(g: dict[str, Any]) -> str | None:
+    """One sentence when some, not all, of a group's with-skills runs did not log their skill use:
+    the figures beside it are computed on the logged ones."""
+    k, n = g.get("n_use_unlogged", 0), g.get("n_pairs", 0)
+    if not k or k >= n:
+        return None
+    return (f"skill use not logged on {k:,} of {n:,} with-skills runs: RAE, Δskip and the per-skill "
+            f"figures use the {n - k:,} logged ones, OAE all {n:,}")
+
+
 def _pairs_doc(runs: Any, notes: list[str]) -> dict[str, Any]:
     """What was paired (the inputs section), with notes on what was left out."""
     if runs.n_unpaired:
         notes.append(f"{runs.n_unpaired} record(s) without their other condition were left out.")
     if runs.n_error_pairs:
         notes.append(f"{runs.n_error_pairs} pair(s) with a harness error record were left out.")
-    return {"n_pairs": runs.n_pairs, "models": list(runs.models), "benchmarks": list(runs.benchmarks),
+    n_tasks = int(np.unique(runs.unit_ids()).size) if runs.n_pairs else 0
+    return {"n_pairs": runs.n_pairs, "n_tasks": n_tasks,
+            "size_text": f"{runs.n_pairs:,} paired tasks" if n_tasks == runs.n_pairs
+            else f"{n_tasks:,} tasks ({runs.n_pairs:,} pairs)",
+            "models": list(runs.models), "benchmarks": list(runs.benchmarks),
             "unpaired_records": runs.n_unpaired, "error_pairs": runs.n_error_pairs,
             "skills_retrieved": len(runs.skills)}
 
@@ -774,7 +812,17 @@ def build_audit(
         say(f"per-skill attribution ({attribution}), no regression (no bootstrap resamples)")
         notes.append("The per-skill regression was off (no bootstrap resamples): there is no library-level "
                      "verdict and no skill is judged harmful; exposure counts alone are associations.")
-    attr = attribute_models(runs, library=library, scheme=attribution, regression=reg_boot > 0,
+    offered = inputs.offered if inputs is not None else {}
+    judged = library
+    if library is None:
+        from ..library import offered_library
+
+        judged = offered_library(offered)
+        if judged is not None:
+            notes.append(f"No skill library was given (--skills): the {len(judged)} skills the runs say were "
+                         "offered stand for it in the per-skill verdicts (their texts are not in the runs: no "
+                         "clusters or near-duplicates).")
+    attr = attribute_models(runs, library=judged, scheme=attribution, regression=reg_boot > 0,
                             n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms, jobs=jobs)
     if edited is None and library is not None:
         from ..provenance import edited_skills, seen_hashes
@@ -794,12 +842,12 @@ def build_audit(
                                                    threshold=near_duplicate_threshold)
         near_dups = list(cluster_rep.near_duplicates)
         harmful_groups = cluster_rep.harmful_members()
-    elif library is None:
+    elif library is None and judged is None:
         notes.append("No skill library was given (--skills): no clusters, near-duplicates or skill texts.")
 
     say("recommendations and the projected effect of pruning")
     prune = recommend(runs, attr, near_duplicates=near_dups if library is not None else None,
-                      harmful_clusters=harmful_groups)
+                      harmful_clusters=harmful_groups, offered=offered)
 
     say("co-retrieval graph")
     graph_doc, graph_obj, graph_notes = _graph_section(runs, rows, library, near_dups, cluster_rep, seed)
@@ -826,15 +874,19 @@ def build_audit(
     prune_doc = _compact_recommendations(prune.to_dict())
     library_doc = [e.to_dict() for e in attr.library]
     bundles_doc = None
-    if runs.use_unlogged.any():
+    offered_only = _offered_only_pairs(runs)
+    if offered_only.any():
         say("per task-bundle effects across agents (skill use not logged)")
-        bundles_doc = bundles_section(runs.subset(runs.use_unlogged))
+        bundles_doc = bundles_section(runs.subset(offered_only))
         if runs.use_unlogged.all():
             library_doc = []  # nothing retrieved to judge entries by: the bundle section says why
     verify_doc = _verify_section(runs, arms, n_boot, seed, say)
+    from ..reach import skill_reach
+
+    reach_doc = [r.to_dict() for r in skill_reach(runs, inputs.offered if inputs is not None else {})]
     result = AuditResult(
         verify=verify_doc,
-        headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc),
+        headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc, reach=reach_doc),
                   **({"bundles": bundles_doc} if bundles_doc else {})},
         library=library_doc,
         metrics=metrics_doc,

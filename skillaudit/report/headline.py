@@ -66,6 +66,9 @@ def _warnings(v: dict[str, Any]) -> list[str]:
         out.append("tasks that searched differ from those that did not (selection)")
     if "injection hurts, not these skills" in (v.get("injection_text") or ""):
         out.append("control arms: injection itself hurts")
+    if v.get("partial_use"):
+        k, n = v["partial_use"]
+        out.append(f"use not logged on {k:,} of {n:,} runs")
     return out
 
 
@@ -89,6 +92,10 @@ def terminal_lines(h: dict[str, Any], width: int = WIDTH, max_lines: int = MAX_L
         words = {"helps": "helped", "hurts": "hurt", "unclear": "unclear", "too-few": "too few tasks"}
         models = fit(f"{len(per_model)} models: " + ", ".join(f"{c} {words[k]}" for k, c in counts.items() if c)
                      + " (one row per model below)")
+    # skill reach comes before any per-skill advice: an unopened skill can neither help nor hurt
+    reach = [ln for v in per_model[:MAX_MODEL_LINES] if v.get("reach")
+             for ln in fit(f"Reach: {v['model']} {v['reach']['text']}", 2)]
+    models = models + reach
     lib = [f"{v['model']} {v['library_short']}" for v in per_model if v.get("library_short")]
     library_text = "Library level: " + "; ".join(lib)
     library = fit(library_text, 2) if lib else []
