@@ -32,15 +32,25 @@ _STATS = ("oae", "rae", "delta_skip", "agg_lift", "selection_gap", "skip_minus_r
 
 
 def _columns(runs: PairedRuns) -> np.ndarray:
+    """The per-pair design: the first 6 of `_COLS` when every pair logged its use (the skipped side
+    is then the rest: fewer columns to resample), all 9 otherwise."""
     r = runs.retrieved
     yp, yn = runs.y_pos, runs.y_neg
-    s = ~r & ~runs.use_unlogged
-    return np.column_stack([np.ones_like(r), r, yp, yn, yp & r, yn & r, s, yp & s, yn & s]).astype(np.float64)
+    cols = [np.ones_like(r), r, yp, yn, yp & r, yn & r]
+    unlogged = runs.use_unlogged
+    if unlogged.any():
+        s = ~r & ~unlogged
+        cols += [s, yp & s, yn & s]
+    return np.column_stack(cols).astype(np.float64)
 
 
 def _statistics(t: np.ndarray) -> np.ndarray:
-    """(B x 9) totals -> (B x 6) statistics in `_STATS` order; NaN where a side is empty."""
-    one, r, yp, yn, yp_r, yn_r, skip, yp_s, yn_s = (t[:, i] for i in range(t.shape[1]))
+    """(B x 6 or 9) totals -> (B x 6) statistics in `_STATS` order; NaN where a side is empty."""
+    one, r, yp, yn, yp_r, yn_r = (t[:, i] for i in range(6))
+    if t.shape[1] == 9:
+        skip, yp_s, yn_s = t[:, 6], t[:, 7], t[:, 8]
+    else:
+        skip, yp_s, yn_s = one - r, yp - yp_r, yn - yn_r
     with np.errstate(divide="ignore", invalid="ignore"):
         oae = np.where(one > 0, (yp - yn) / one, np.nan)
         rae = np.where(r > 0, (yp_r - yn_r) / r, np.nan)
@@ -253,7 +263,7 @@ def group_metrics(
         n_pairs=one,
         n_tasks=int(np.unique(units).size),
         n_cond=r,
-        n_skip=int(tot[6]),
+        n_skip=int(tot[6]) if tot.size == 9 else one - r,
         trigger_rate=r / one if one else None,
         acc_enabled=yp / one if one else None,
         acc_disabled=yn / one if one else None,

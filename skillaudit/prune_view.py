@@ -44,7 +44,7 @@ def _sign(ev: dict[str, Any]) -> str:
 KEY_FIGURE: dict[str, Callable[[dict[str, Any]], str]] = {
     "L001": lambda ev: f"{_pp(ev.get('mean_effect'))} per injected skill{_ci(ev.get('mean_effect_ci'))}",
     "L002": lambda ev: f"{_pp(ev.get('mean_effect'))} per injected skill{_ci(ev.get('mean_effect_ci'))}",
-    "S000": lambda ev: "not seen used; use unknown where offered",
+    "S000": lambda ev: "use unknown",
     "S001": lambda ev: "retrieved on no task",
     "S101": lambda ev: f"{_flips(ev)}; {_near(ev)}",
     "S102": _flips,
