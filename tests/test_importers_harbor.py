@@ -224,4 +224,5 @@ def test_claude_code_reads_skill_md_reads_and_dedupes_offers(tmp_path):
     p = tmp_path / "claude-code.txt"
     p.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines))
     t = read_claude_code(str(p))
-    assert t.offered == ("a", "b") and t.used == ("b", "c") and t.problem is None
+    # a used skill is always offered (c was used, so it was there to use)
+    assert t.offered == ("a", "b", "c") and t.used == ("b", "c") and t.problem is None

@@ -272,18 +272,24 @@ def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, enabled_v
 @_many("--enabled", "Harbor job / trial folders or result.json files run with skills.", required=False)
 @_many("--disabled", "Harbor job / trial folders or result.json files run without skills.", required=False)
 @click.option("--threshold", default=1.0, show_default=True, type=float, help="A reward is correct when >= this.")
+@click.option("--offered", "offered", type=click.Path(file_okay=False), default=None,
+              help="A skills folder (<name>/SKILL.md) the with-skills trials were offered, where neither the "
+                   "agent's log, the trial's lock.json nor the job's skill folders say.")
 @import_options
 @reports_errors
 def import_harbor_cmd(paths: tuple[str, ...], enabled: tuple[str, ...], disabled: tuple[str, ...], threshold: float,
-                      output: str, model: str | None, benchmark: str | None, as_json: bool, quiet: bool) -> None:
-    """Harbor jobs and trials: sides from --enabled / --disabled or from words in the paths (with-skills, noskills, ...); skill use from Claude Code trajectories."""
+                      offered: str | None, output: str, model: str | None, benchmark: str | None, as_json: bool,
+                      quiet: bool) -> None:
+    """Harbor jobs and trials: sides from --enabled / --disabled or from words in the paths (with-skills,
+    noskills, ...); skill use from each trial's own log (Claude Code stream-json, ATIF, terminus-2
+    episode lists)."""
     from ..importers.harbor import import_harbor
 
     if not (paths or enabled or disabled):
         raise click.UsageError("give PATH... (sides read from the paths) or --enabled / --disabled")
     _check_import_output(output, as_json, [*paths, *enabled, *disabled])
     result = import_harbor(paths, enabled=enabled, disabled=disabled, threshold=threshold, model=model,
-                           benchmark=benchmark)
+                           benchmark=benchmark, offered=offered)
     _finish_import(result, output, as_json, quiet)
 
 

@@ -21,12 +21,12 @@ agent's trajectory under `agent/`. A *job* is a folder of trials with its own `r
   first, then by the skills they used, on both sides, so no figure depends on trial names, on their
   order or on where an error trial sat (which with-skills trial ran beside which without-skills
   trial is not observed: this is the least discordance the per-task counts allow).
-- Skill use from the Claude Code stream-json trajectory (`agent/claude-code.txt`): the init line's
-  `skills` are offered (duplicates collapse); an assistant `tool_use` named `Skill` with
-  `input.skill`, or a `Read` / `Bash` of a `.../skills/<name>/SKILL.md` path, is a use. A
-  with-skills trial without a readable trajectory says `"use_logged": false` and the summary names
-  it (up to 10, then a count); a without-skills trial never needs one.
-  Other agents' trajectory files are not read (their formats are not tested here): named as such.
+- Skill use from each trial's own log (`trajectories.read_trial`: Claude Code stream-json, Gemini
+  CLI session JSON, ATIF of any agent, SkillsBench's terminus-2 episode list), by the shared rules
+  (`trajectories._rules`: activations, reads and runs of a skill's files). Offered: the agent's log,
+  else the trial's `lock.json`, else the job's skill folders, else `--offered DIR`, else unknown. A
+  with-skills trial without a readable log says `"use_logged": false` and the summary names it (up
+  to 10, then a count); a without-skills trial never needs one.
 - A job whose `result.json` lists trials absent on disk: reported as missing, never invented.
 """
 
@@ -38,15 +38,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from ..errors import ImportFormatError, InputError
-from ._common import DISABLED, ENABLED, ImportReport, Pairer, load_json, read_bytes
+from ._common import DISABLED, ENABLED, ImportReport, Pairer, load_json
+from .trajectories import Trajectory, read_trial
+from .trajectories.claude_code import read_claude_code
+
+__all__ = ["Trajectory", "import_harbor", "read_claude_code", "trajectory_of"]
 
 EXPECTED = "a Harbor trial result.json (task_name, verifier_result, exception_info)"
 _OFF = re.compile(r"(?<![a-z0-9])(without[-_ ]?skills?|no[-_ ]?skills?|noskills?)(?![a-z0-9])", re.I)
 _ON = re.compile(r"(?<![a-z0-9])(with[-_ ]?skills?|skills)(?![a-z0-9])", re.I)
-_SKILL_MD = re.compile(r"skills/([A-Za-z0-9_.\-]+)/SKILL\.md")
 _MAX_DEPTH = 4  # folders below an input that are searched for result files
 
 
@@ -163,79 +164,70 @@ def _classify(path: str, folder: str | None, arg: str, side: str | None, how: st
 
 
 # ---------------------------------------------------------------- trajectories
-@dataclass(frozen=True)
-class Trajectory:
-    """What an agent's trajectory says: the skills offered and used, or why nothing could be read."""
-
-    offered: tuple[str, ...] = ()
-    used: tuple[str, ...] = ()
-    source: str | None = None  # the file read
-    problem: str | None = None  # why no skill use could be read
-    complete: bool = True  # False: the log ends before the agent's final result (cut): use is a floor
-
-
-def read_claude_code(path: str) -> Trajectory:
-    """Claude Code stream-json: init `skills` = offered; `Skill` tool_use / Read or Bash of a SKILL.md = used."""
-    data = read_bytes(path)
-    offered: dict[str, None] = {}
-    used: dict[str, None] = {}
-    init = False
-    final = False  # Claude Code's last stream-json line is {"type":"result",...}
-    parsed = 0
-    for line in data.splitlines():
-        line = line.strip()
-        if line.startswith(b'{"type":"result"') or line.startswith(b'{"type": "result"'):
-            final = True
-            continue
-        if not line.startswith(b"{") or (b'"init"' not in line and b'"tool_use"' not in line):
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        parsed += 1
-        if not isinstance(obj, dict):
-            continue
-        if obj.get("type") == "system" and obj.get("subtype") == "init":
-            init = True
-            for s in obj.get("skills") or []:
-                if isinstance(s, str) and s:
-                    offered.setdefault(s, None)
-        if obj.get("type") != "assistant":
-            continue
-        msg = obj.get("message")
-        content = msg.get("content") if isinstance(msg, dict) else None
-        for c in content if isinstance(content, list) else []:
-            if not isinstance(c, dict) or c.get("type") != "tool_use":
-                continue
-            name, inp = c.get("name"), c.get("input")
-            if not isinstance(inp, dict):
-                continue
-            if name == "Skill" and isinstance(inp.get("skill"), str) and inp["skill"]:
-                used.setdefault(inp["skill"], None)
-            elif name in ("Read", "Bash"):
-                text = inp.get("file_path") if name == "Read" else inp.get("command")
-                if isinstance(text, str):
-                    for m in _SKILL_MD.finditer(text):
-                        used.setdefault(m.group(1), None)
-    if not init:
-        return Trajectory(source=path, problem=f"{path}: no Claude Code init line (stream-json) found")
-    return Trajectory(tuple(offered), tuple(used), source=path, complete=final)
-
-
 def trajectory_of(folder: str | None) -> Trajectory:
+    """The trial's skill use, read by the reader its folder calls for (`trajectories.read_trial`)."""
+    return read_trial(folder)
+
+
+def _lock_skills(folder: str | None) -> list[str] | None:
+    """The skills Harbor injected into the trial (its `lock.json` `skills[].name`), or None."""
     if folder is None:
-        return Trajectory(problem="a flattened result file: no trial folder, no trajectory")
-    agent_dir = os.path.join(folder, "agent")
-    cc = os.path.join(agent_dir, "claude-code.txt")
-    if os.path.isfile(cc):
-        return read_claude_code(cc)
-    if os.path.isdir(agent_dir):
-        others = sorted(e.name for e in os.scandir(agent_dir) if e.is_file())
-        if others:
-            return Trajectory(problem=f"agent/{others[0]} is not a trajectory format skillaudit reads "
-                                      "(only Claude Code's claude-code.txt)")
-    return Trajectory(problem="no agent/ trajectory")
+        return None
+    path = os.path.join(folder, "lock.json")
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    try:
+        doc = load_json(path, "a Harbor trial lock.json")
+    except InputError:
+        return None
+    skills = doc.get("skills") if isinstance(doc, dict) else None
+    if not isinstance(skills, list):
+        return None
+    return [s["name"] for s in skills if isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"]]
+
+
+def _job_skill_dirs(d: dict[str, Any]) -> list[str] | None:
+    """`config.agent.skills` of a trial result (the skill folders the job injected), or None."""
+    cfg = d.get("config") if isinstance(d.get("config"), dict) else {}
+    agent = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
+    dirs = agent.get("skills")
+    return [x for x in dirs if isinstance(x, str)] if isinstance(dirs, list) else None
+
+
+def _skills_loaded(d: dict[str, Any]) -> list[str]:
+    """`agent_result.metadata.skills_loaded` (SkillsBench's terminus-2 writes it)."""
+    ar = d.get("agent_result") if isinstance(d.get("agent_result"), dict) else {}
+    md = ar.get("metadata") if isinstance(ar.get("metadata"), dict) else {}
+    got = md.get("skills_loaded")
+    return [x for x in got if isinstance(x, str) and x] if isinstance(got, list) else []
+
+
+def _offered(traj: Trajectory | None, t: _Trial, offered_dir: list[str] | None) -> tuple[list[str], str]:
+    """(skills offered, where that came from): the agent's log, else the trial's lock.json, else the
+    job's skill folders (when they exist here), else --offered; else ([], "unknown")."""
+    if traj is not None and traj.offered_known:
+        return list(traj.offered), "agent log"
+    lock = _lock_skills(t.folder)
+    if lock is not None:
+        return lock, "lock.json"
+    dirs = _job_skill_dirs(t.data)
+    if dirs:
+        found = [name for d in dirs if os.path.isdir(d) for name in folder_skills(d)]
+        if found:
+            return found, "the job's skill folders"
+    if offered_dir is not None:
+        return list(offered_dir), "--offered"
+    return [], "unknown"
+
+
+def folder_skills(path: str) -> list[str]:
+    """The skill names of a skills folder (`<name>/SKILL.md`), for `--offered`."""
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the skills folder: {exc.strerror or exc}") from None
+    return [e.name for e in entries if e.is_dir(follow_symlinks=False)
+            and os.path.isfile(os.path.join(e.path, "SKILL.md"))]
 
 
 # ---------------------------------------------------------------- the import
@@ -299,8 +291,11 @@ def import_harbor(
     threshold: float = 1.0,
     model: str | None = None,
     benchmark: str | None = None,
+    offered: str | None = None,
 ) -> tuple[list[dict[str, Any]], ImportReport]:
-    """Read Harbor trials (sides given or read from their paths); return §3.1 records and a report."""
+    """Read Harbor trials (sides given or read from their paths); return §3.1 records and a report.
+    `offered`: a skills folder whose skills every with-skills trial was offered, where neither the
+    agent's log nor the trial's `lock.json` nor the job's skill folders say."""
     trials: list[_Trial] = []
     jobs: list[tuple[str, dict]] = []
     pairer = Pairer("harbor")
@@ -331,6 +326,9 @@ def import_harbor(
     used_any = 0
     rewarded_exc = 0
     cut: list[str] = []
+    offered_unknown: list[str] = []
+    by_format: dict[str, int] = {}
+    offered_dir = folder_skills(offered) if offered is not None else None
     # valid trials of one (model, task, side), before numbering: error trials take no number
     valid: dict[tuple[str, str, str], list[tuple[dict[str, Any], str, str, str]]] = {}
     for m, task, side, tname, t, where in rows:
@@ -348,16 +346,24 @@ def import_harbor(
             rewarded_exc += 1
         if traj.problem is None:
             meta["trajectory"] = traj.source
+            meta.update(traj.meta())
             if not traj.complete:
                 meta["trajectory_cut"] = True
                 if side == ENABLED:
                     cut.append(tname)
             if side == ENABLED:
-                rec["offered"] = list(traj.offered)
-                rec["retrievals"] = ([{"query": None, "skills": list(traj.used), "error": None}]
-                                     if traj.used else [])
-                used_any += bool(traj.used)
-            elif traj.offered:
+                used = list(dict.fromkeys([*traj.used, *_skills_loaded(t.data)]))
+                for sk in _skills_loaded(t.data):
+                    meta.setdefault("use_rules", {}).setdefault(sk, "skills_loaded")
+                offered, source = _offered(traj, t, offered_dir)
+                meta["offered_from"] = source
+                rec["offered"] = list(dict.fromkeys([*offered, *used]))
+                rec["retrievals"] = [{"query": None, "skills": used, "error": None}] if used else []
+                used_any += bool(used)
+                by_format[traj.format] = by_format.get(traj.format, 0) + 1
+                if source == "unknown":
+                    offered_unknown.append(tname)
+            elif traj.offered_known and traj.offered:
                 pairer.note(f"{where}: a without-skills trial was offered skills {', '.join(traj.offered)}")
         else:
             meta["trajectory"] = None
@@ -365,6 +371,9 @@ def import_harbor(
                 meta["no_trajectory"] = traj.problem
                 no_traj.append(f"{tname} ({traj.problem})")
                 rec["use_logged"] = False
+                offered, source = _offered(None, t, offered_dir)
+                if offered:
+                    rec["offered"], meta["offered_from"] = offered, source
         rec["meta"] = meta
         valid.setdefault((m, task, side), []).append((rec, where, tname, _started(t.data)))
     surplus: list[str] = []
@@ -402,6 +411,13 @@ def import_harbor(
                     "the last started are left out): " + ", ".join(surplus[:10])
                     + (f" and {len(surplus) - 10} more" if len(surplus) > 10 else ""))
     pairer.note(f"{used_any} with-skills trial(s) used a skill per their trajectory")
+    if by_format:
+        pairer.note("skill use read from " + ", ".join(f"{fmt} ({n})" for fmt, n in sorted(by_format.items())))
+    if offered_unknown:
+        pairer.note(f"{len(offered_unknown)} with-skills trial(s) with the offered list unknown (neither the "
+                    "agent's log, lock.json, the job's skill folders nor --offered says): "
+                    + ", ".join(offered_unknown[:10]) + (f" and {len(offered_unknown) - 10} more"
+                                                         if len(offered_unknown) > 10 else ""))
     if cut:
         pairer.note(f"{len(cut)} with-skills trajectory(ies) end before the agent's final result line (cut): "
                     "skill use after the cut is unseen, so their use is a floor (meta.trajectory_cut)")

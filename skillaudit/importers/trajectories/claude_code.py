@@ -1,0 +1,50 @@
+"""Claude Code's stream-json (`agent/claude-code.txt` in Harbor): one JSON object per line.
+
+The init line (`"type":"system","subtype":"init"`) lists the `skills` offered; every assistant
+`tool_use` (sub-agents' included: they are lines of the same stream) goes through the shared rules
+(`Skill` is an activation, `Read` a read, `Bash` a shell command). The last line of a finished
+session is `{"type":"result",...}`: without it the log was cut and its use is a floor.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from .._common import read_bytes
+from . import Trajectory
+from ._rules import Uses
+
+FORMAT = "Claude Code stream-json"
+
+
+def read_claude_code(path: str) -> Trajectory:
+    data = read_bytes(path)
+    uses = Uses()
+    init = final = False
+    for line in data.splitlines():
+        line = line.strip()
+        if line.startswith((b'{"type":"result"', b'{"type": "result"')):
+            final = True
+            continue
+        if not line.startswith(b"{") or (b'"init"' not in line and b'"tool_use"' not in line):
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("type") == "system" and obj.get("subtype") == "init":
+            init = True
+            skills = obj.get("skills")
+            uses.offer(skills if isinstance(skills, list) else [])
+        if obj.get("type") != "assistant":
+            continue
+        msg = obj.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for c in content if isinstance(content, list) else []:
+            if isinstance(c, dict) and c.get("type") == "tool_use":
+                uses.tool_call(c.get("name"), c.get("input"))
+    if not init:
+        return Trajectory(source=path, problem=f"{path}: no Claude Code init line (stream-json) found")
+    return Trajectory.of(uses, path, FORMAT, complete=final)

@@ -1,0 +1,49 @@
+"""Gemini CLI's own saved session (`agent/gemini-cli.trajectory.json` in Harbor):
+`{sessionId, messages[]}`; `gemini` messages carry `toolCalls[]` = {name, args, status, description}.
+
+Each tool call goes through the shared rules (`activate_skill` is an activation, `read_file` a
+read, `run_shell_command` a shell command); a call whose status is `error` or `cancelled` did
+not run and is no use. The offered skills are in the `activate_skill` tool's description,
+"(Available: 'a', 'b')": visible only when the agent called it at least once.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...errors import InputError
+from .._common import load_json
+from . import Trajectory
+from ._rules import Uses
+
+FORMAT = "Gemini CLI session JSON"
+_AVAILABLE = re.compile(r"\(Available:\s*([^)]*)\)")
+_QUOTED = re.compile(r"'([^']+)'")
+
+
+def is_session(doc: object) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("messages"), list) and "sessionId" in doc
+
+
+def read_gemini_session(path: str) -> Trajectory:
+    try:
+        doc = load_json(path, "a Gemini CLI session (sessionId, messages)")
+    except InputError as exc:
+        return Trajectory(source=path, problem=str(exc))
+    if not is_session(doc):
+        return Trajectory(source=path, problem=f"{path}: not a Gemini CLI session (no sessionId and messages)")
+    uses = Uses()
+    for msg in doc["messages"]:
+        calls = msg.get("toolCalls") if isinstance(msg, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, dict):
+                continue
+            desc = call.get("description")
+            if call.get("name") == "activate_skill" and isinstance(desc, str):
+                m = _AVAILABLE.search(desc[:100_000])
+                if m:
+                    uses.offer(_QUOTED.findall(m.group(1)))
+            if call.get("status") in ("error", "cancelled"):
+                continue
+            uses.tool_call(call.get("name"), call.get("args"))
+    return Trajectory.of(uses, path, FORMAT)
