@@ -60,6 +60,9 @@ class Inputs:
     arm_lines: tuple[tuple[str, bytes], ...] | None = ()  # (file:line, line); None: not collected
     # (model, benchmark, task_id, epoch) of an enabled main record -> (skills offered, log cut?)
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = field(default_factory=dict)
+    # arm integrity (skillaudit.integrity): disabled main records that used skills (leaks) and enabled
+    # ones offered nothing (broken arms), as (kind, key, skills, trial name or file:line)
+    arm_issues: tuple[tuple[str, tuple[str, str, str, int], tuple[str, ...], str], ...] = ()
 
     @cached_property
     def checked_arms(self) -> ArmLines:
@@ -137,10 +140,12 @@ def load_inputs(
     if table is not None:
         table.freeze()
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
+    issues: list[tuple[str, tuple[str, str, str, int], tuple[str, ...], str]] = []
     for p in parts:
         for sid, hashes in p.seen.items():
             seen.setdefault(sid, set()).update(hashes)
         offered.update(p.offered)
+        issues.extend(p.issues)
 
     def name(ix: int) -> str:
         return "<stdin>" if paths[ix] == "-" else paths[ix]
@@ -149,6 +154,7 @@ def load_inputs(
         paths=tuple(paths), runs=runs, library=library, seen_hashes=seen,
         digests={paths[ix]: d for p in parts for ix, d in p.digests.items()},
         cost_table=table, offered=offered,
+        arm_issues=tuple(sorted({(k, key, sk, _where(label, name)) for k, key, sk, label in issues})),
         arm_lines=tuple((f"{name(ix)}:{ln}", line) for p in parts for ix, ln, line in p.arm_lines)
         if arms else None,
     )
@@ -263,26 +269,69 @@ _OFFERED_NEEDLE = b'"offered"'
 _ENABLED = ("enabled", "on", "skills_on")
 
 
-def _add_offered(line: bytes, into: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]]) -> None:
-    """An enabled main record's `offered` skills and whether its log was cut. The run-log reader
-    has already checked the line (a bad one stopped the read), so a shape it does not vouch for
-    (`offered` is informational there) is passed over, not an error."""
+_RETRIEVALS_NEEDLE = b'"retrievals"'
+_DISABLED = ("disabled", "off", "skills_off")
+Issue = tuple[str, tuple[str, str, str, int], tuple[str, ...], str]
+
+
+def _main_record(line: bytes, conditions: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, str, str, int],
+                                                                    dict[str, Any]] | None:
+    """(record, key, meta) of a main (not arm) record of one of `conditions`, else None. The run-log
+    reader has already checked the line (a bad one stopped the read), so a shape it does not vouch
+    for (`offered`, `meta` are informational there) is passed over, not an error."""
     try:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return
-    if not isinstance(rec, dict) or rec.get("arm") is not None or rec.get("condition") not in _ENABLED:
-        return
-    off = rec.get("offered")
-    if not isinstance(off, list):
-        return
-    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+        return None
+    if not isinstance(rec, dict) or rec.get("arm") is not None or rec.get("condition") not in conditions:
+        return None
     epoch = rec.get("epoch", 1)
     key = (rec.get("model", "default"), rec.get("benchmark", "default"), rec.get("task_id"),
            epoch if type(epoch) is int else 1)
-    if all(isinstance(k, str) for k in key[:3]):
-        into[key] = (tuple(dict.fromkeys(x for x in off if isinstance(x, str) and x)),
-                     meta.get("trajectory_cut") is True)
+    if not all(isinstance(k, str) for k in key[:3]):
+        return None
+    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    return rec, key, meta
+
+
+def _where(label: str, name: Any) -> str:
+    """A record's label: its trial name, or "\0<file index>:<line>" made "<file>:<line>"."""
+    if not label.startswith("\0"):
+        return label
+    ix, _, ln = label[1:].partition(":")
+    return f"{name(int(ix))}:{ln}"
+
+
+def _label(meta: dict[str, Any], where: str) -> str:
+    trial = meta.get("trial")
+    return trial if isinstance(trial, str) and trial else where
+
+
+def _add_offered(line: bytes, into: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]],
+                 issues: list[Issue], where: str) -> None:
+    """An enabled main record's `offered` skills and whether its log was cut; an explicitly empty
+    list (the importer knew nothing was injected) is a broken arm."""
+    got = _main_record(line, _ENABLED)
+    if got is None or not isinstance(got[0].get("offered"), list):
+        return
+    rec, key, meta = got
+    offered = tuple(dict.fromkeys(x for x in rec["offered"] if isinstance(x, str) and x))
+    into[key] = (offered, meta.get("trajectory_cut") is True)
+    if not offered and rec.get("use_logged") is not False:
+        issues.append(("broken", key, (), _label(meta, where)))
+
+
+def _add_leak(line: bytes, issues: list[Issue], where: str) -> None:
+    """A disabled main record whose log shows skill use (its `retrievals` name skills): a leak."""
+    got = _main_record(line, _DISABLED)
+    if got is None or not isinstance(got[0].get("retrievals"), list):
+        return
+    rec, key, meta = got
+    skills = tuple(dict.fromkeys(
+        sid for call in rec["retrievals"] if isinstance(call, dict) and isinstance(call.get("skills"), list)
+        for s in call["skills"] if isinstance(sid := (s.get("id") if isinstance(s, dict) else s), str) and sid))
+    if skills:
+        issues.append(("leak", key, skills, _label(meta, where)))
 
 
 class _Extra:
@@ -296,6 +345,7 @@ class _Extra:
         self.digests: dict[int, str] = {}  # file index -> sha256 hex
         self._hashing: _Hashing | None = None
         self.offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
+        self.issues: list[tuple[str, tuple[str, str, str, int], tuple[str, ...], str]] = []
 
     def fresh(self) -> _Extra:
         return _Extra(*self.want)
@@ -334,5 +384,8 @@ class _Extra:
                 add_hashes(line, self.seen)
         if cost:
             _add_costs(buf if n == len(buf) else buf[:n], self.cost)
-        for _, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):
-            _add_offered(line, self.offered)
+        for ln, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):
+            _add_offered(line, self.offered, self.issues, f"\0{file_ix}:{ln}")
+        for ln, line in _lines_with(buf, n, _RETRIEVALS_NEEDLE, lineno):
+            if b"disabled" in line or b'"off"' in line or b"skills_off" in line:
+                _add_leak(line, self.issues, f"\0{file_ix}:{ln}")

@@ -136,3 +136,76 @@ def test_trial_folder_sniffing_and_unreadable_logs(tmp_path):
     (trial / "agent" / "trajectory.json").unlink()
     (trial / "agent" / "trajectory.json").symlink_to(TRAJ / "atif-gemini-cli-3d-scan-calc" / "trajectory.json")
     assert read_trial(str(trial)).problem is not None
+
+
+# ---------------------------------------------------------------- arm integrity
+MINIMAX = REAL / "minimax-claude-code" / "minimax-m2.1+claude-code"
+
+
+def _leaky_job(tmp_path: Path) -> Path:
+    """The MiniMax jobs with one no-skills trial given a Claude Code log that runs a pdf script
+    (without reading SKILL.md) and one with-skills trial whose log says no skill was offered."""
+    root = tmp_path / "minimax"
+    shutil.copytree(MINIMAX, root)
+    leak = root / "no_skills" / "data-to-d3__66zhFdt"
+    (leak / "agent").mkdir()
+    lines = [{"type": "system", "subtype": "init", "skills": []},
+             {"type": "assistant", "message": {"content": [
+                 {"type": "tool_use", "name": "Bash",
+                  "input": {"command": "python3 /root/.claude/skills/pdf/scripts/extract.py in.pdf"}}]}},
+             {"type": "result", "subtype": "success"}]
+    (leak / "agent" / "claude-code.txt").write_text("\n".join(json.dumps(x) for x in lines))
+    broken = root / "skills" / "hvac-control__3UhE6BN" / "agent" / "claude-code.txt"
+    first, *rest = broken.read_text().splitlines()
+    init = json.loads(first)
+    init["skills"] = []
+    broken.write_text("\n".join([json.dumps(init), *[r for r in rest if '"Skill"' not in r]]))
+    return root
+
+
+@needs_real
+def test_a_leaked_no_skills_trial_is_named_in_the_note_the_headline_and_fails_check(tmp_path):
+    """A no-skills trial that ran a skill's script is a leak: named in the import note, in the audit
+    headline before any figure, and `check` fails on it (exit 1, a line naming the trial) unless
+    --allow-leaks; a with-skills trial offered nothing is a broken arm, named the same way."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+
+    root = _leaky_job(tmp_path)
+    log = tmp_path / "runs.jsonl"
+    res = CliRunner().invoke(cli, ["import", "harbor", str(root), "-o", str(log)])
+    assert res.exit_code == 0, res.output
+    assert "arm integrity: 1 without-skills trial(s) used skills (a leak" in res.output
+    assert "data-to-d3__66zhFdt used pdf" in res.output
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    leak = next(r for r in recs if r["meta"]["trial"] == "data-to-d3__66zhFdt")
+    assert leak["condition"] == "disabled" and leak["retrievals"][0]["skills"] == ["pdf"]
+    assert leak["meta"]["use_rules"] == {"pdf": "shell run"}
+    res = CliRunner().invoke(cli, ["audit", str(log), "--out", str(tmp_path / "rep"), "-q",
+                                   "--embedder", "tfidf", "--bootstrap", "200"])
+    assert res.exit_code == 0, res.output
+    second = " ".join(ln.strip() for ln in res.output.splitlines()[1:3])
+    assert second.startswith("⚠ arm integrity: 1 run(s) without skills used skills (leak): data-to-d3__66zhFdt "
+                             "(pdf); 1 run(s) with skills were given none (broken arm): hvac-control__3UhE6BN")
+    res = CliRunner().invoke(cli, ["check", str(log)])
+    assert res.exit_code == 1
+    assert ("FAIL integrity: leak: claude-code:minimax/MiniMax-M2.1 data-to-d3 (epoch 1), trial "
+            "data-to-d3__66zhFdt: the run without skills used pdf") in res.output
+    assert "FAIL integrity: broken arm: claude-code:minimax/MiniMax-M2.1 hvac-control (epoch 1), trial " \
+           "hvac-control__3UhE6BN" in res.output
+    res = CliRunner().invoke(cli, ["check", str(log), "--allow-leaks"])
+    assert res.exit_code == 0 and "FAIL" not in res.output
+
+
+@needs_real
+def test_the_real_jobs_have_no_integrity_issue(tmp_path):
+    """The MiniMax jobs as published: no leak, no broken arm; check passes."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+
+    log = tmp_path / "runs.jsonl"
+    assert CliRunner().invoke(cli, ["import", "harbor", str(MINIMAX), "-o", str(log), "-q"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["check", str(log)])
+    assert res.exit_code == 0 and "integrity" not in res.output, res.output

@@ -230,6 +230,8 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
               help="A stored audit.json (last known good) to compare against.")
 @click.option("--fail-on", "fail_on", multiple=True, type=click.Choice(["harmful", "library", "regression"]),
               help="What fails the gate (repeatable; default: harmful, plus regression with --baseline).")
+@click.option("--allow-leaks", is_flag=True,
+              help="Do not fail on arm integrity: runs without skills that used skills, runs with skills given none.")
 @bootstrap_option("Task-level bootstrap resamples for the metrics' CIs.")
 @seed_option()
 @jobs_option
@@ -237,12 +239,13 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 @json_option
 @reports_errors
 def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, fail_on: tuple[str, ...],
-          n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
+          allow_leaks: bool, n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
     """A CI gate for a skill library: exit 1 with one line per failing skill or verdict, else 0.
 
     harmful: a skill recommended prune (or rewrite because it is harmful); library: a model
     whose harm is library-wide; regression (needs --baseline): a newly harmful skill, a verdict
-    that got worse, or an RAE that fell with the change's 95% CI below 0.
+    that got worse, or an RAE that fell with the change's 95% CI below 0. Always, unless
+    --allow-leaks: arm integrity (a run without skills that used one, a run with skills given none).
     """
     from ..gate import check as _check
     from ..gate import check_document, load_audit_doc
@@ -254,6 +257,11 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     paired, arms = inputs.runs, arms_for_cli(inputs)
     doc = check_document(paired, lib, n_boot=n_boot, seed=seed, arms=arms)
     failures = _check(doc, tuple(fail_on), base)
+    if not allow_leaks:
+        from ..gate import Failure
+        from ..integrity import arm_integrity
+
+        failures = [Failure("integrity", m) for m in arm_integrity(inputs).messages()] + failures
     if as_json:
         emit_json({"schema": "skillaudit.check/v1", "passed": not failures, "fail_on": list(fail_on),
                    "baseline": baseline, "failures": [f.to_dict() for f in failures], "inputs": list(runs),

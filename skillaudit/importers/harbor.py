@@ -327,6 +327,8 @@ def import_harbor(
     rewarded_exc = 0
     cut: list[str] = []
     offered_unknown: list[str] = []
+    leaks: list[str] = []
+    broken: list[str] = []
     by_format: dict[str, int] = {}
     offered_dir = folder_skills(offered) if offered is not None else None
     # valid trials of one (model, task, side), before numbering: error trials take no number
@@ -357,14 +359,22 @@ def import_harbor(
                     meta.setdefault("use_rules", {}).setdefault(sk, "skills_loaded")
                 offered, source = _offered(traj, t, offered_dir)
                 meta["offered_from"] = source
-                rec["offered"] = list(dict.fromkeys([*offered, *used]))
+                if source != "unknown" or used:  # known: [] means nothing was injected (a broken arm)
+                    rec["offered"] = list(dict.fromkeys([*offered, *used]))
+                if source in ("lock.json", "the job's skill folders", "agent log") and not offered and not used \
+                        and not _job_skill_dirs(t.data):
+                    broken.append(tname)
                 rec["retrievals"] = [{"query": None, "skills": used, "error": None}] if used else []
                 used_any += bool(used)
                 by_format[traj.format] = by_format.get(traj.format, 0) + 1
                 if source == "unknown":
                     offered_unknown.append(tname)
-            elif traj.offered_known and traj.offered:
-                pairer.note(f"{where}: a without-skills trial was offered skills {', '.join(traj.offered)}")
+            else:  # what the log shows, like an enabled run: any use is a leak (arm integrity)
+                if traj.used:
+                    rec["retrievals"] = [{"query": None, "skills": list(traj.used), "error": None}]
+                    leaks.append(f"{tname} used {', '.join(traj.used)}")
+                elif traj.offered_known and traj.offered:
+                    pairer.note(f"{where}: a without-skills trial was offered skills {', '.join(traj.offered)}")
         else:
             meta["trajectory"] = None
             if side == ENABLED:  # a without-skills trial never needs one
@@ -413,6 +423,14 @@ def import_harbor(
     pairer.note(f"{used_any} with-skills trial(s) used a skill per their trajectory")
     if by_format:
         pairer.note("skill use read from " + ", ".join(f"{fmt} ({n})" for fmt, n in sorted(by_format.items())))
+    if leaks:
+        pairer.note(f"arm integrity: {len(leaks)} without-skills trial(s) used skills (a leak: that arm is not "
+                    "'without skills'): " + "; ".join(leaks[:10]) + (f"; and {len(leaks) - 10} more"
+                                                                    if len(leaks) > 10 else ""))
+    if broken:
+        pairer.note(f"arm integrity: {len(broken)} with-skills trial(s) were given no skills (nothing in "
+                    "lock.json or the job's agent.skills: a broken arm): " + ", ".join(broken[:10])
+                    + (f" and {len(broken) - 10} more" if len(broken) > 10 else ""))
     if offered_unknown:
         pairer.note(f"{len(offered_unknown)} with-skills trial(s) with the offered list unknown (neither the "
                     "agent's log, lock.json, the job's skill folders nor --offered says): "

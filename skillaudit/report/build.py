@@ -374,7 +374,7 @@ def _injection_sentence(groups: Sequence[dict[str, Any]], model: str, pooled: st
 
 def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
              library: Sequence[dict[str, Any]] = (), verify: dict[str, Any] | None = None,
-             reach: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+             reach: Sequence[dict[str, Any]] = (), integrity: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer to "does the library help where it is used?", one verdict per model, whether
     the harm (or help) is library-wide or in specific entries, and (`reach`, `skillaudit.reach`)
     how many of the skills each model was offered it opened."""
@@ -492,7 +492,10 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
                     f"Measured by re-running {r['n_rerun']} pairs without {', '.join(r['excluded'])} on "
                     f"{r['model']}: RAE {_pp(r['rae_before'])} → {_pp(r['measured'])}{ci_txt} "
                     f"(projected {_pp(r['projected'])}).")
+    if integrity and integrity.get("summary"):  # before any statistic: the arms are not what they claim
+        text = f"⚠ {integrity['summary'][0].upper()}{integrity['summary'][1:]}. {text}"
     return {
+        "integrity": integrity,
         "verdict": overall, "title": title, "text": text, "action": action,
         "act_on": act_on, "measured": measured,
         "per_model": per_model,
@@ -884,9 +887,13 @@ def build_audit(
     from ..reach import skill_reach
 
     reach_doc = [r.to_dict() for r in skill_reach(runs, inputs.offered if inputs is not None else {})]
+    from ..integrity import arm_integrity
+
+    integrity_doc = arm_integrity(inputs).to_dict() if inputs is not None else None
     result = AuditResult(
         verify=verify_doc,
-        headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc, reach=reach_doc),
+        headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc, reach=reach_doc,
+                             integrity=integrity_doc),
                   **({"bundles": bundles_doc} if bundles_doc else {})},
         library=library_doc,
         metrics=metrics_doc,

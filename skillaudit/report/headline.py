@@ -85,6 +85,9 @@ def terminal_lines(h: dict[str, Any], width: int = WIDTH, max_lines: int = MAX_L
         return wrap(text, width, max_lines=lines)
 
     head = [h["title"][:width]]
+    integrity = (h.get("integrity") or {}).get("summary")
+    if integrity:  # the arms are not what they claim: said before any figure
+        head += fit(f"⚠ {integrity}", 2)
     if len(per_model) <= MAX_MODEL_LINES:
         models = [ln[:width] for ln in model_table(per_model, width)] if per_model else []
     else:  # one line of counts; `model_table` of them all follows the headline

@@ -1,0 +1,66 @@
+"""Arm integrity, before any statistic: is each arm what it claims?
+
+A run without skills that activated, read or ran a skill file is a **leak** (its record's
+`retrievals` name skills: the importers write what a disabled run's log shows, as for enabled
+ones); a run with skills that was given none (`"offered": []`, written when the job injected
+nothing: empty `agent.skills`, nothing in `lock.json`) is a **broken arm**. Either makes the pair
+compare something other than with vs without skills. The audit's headline names them and
+`skillaudit check` fails on them unless `--allow-leaks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: issues named one by one; more are counted
+MAX_NAMED = 10
+
+
+@dataclass(frozen=True)
+class ArmIntegrity:
+    leaks: tuple[tuple[tuple[str, str, str, int], tuple[str, ...], str], ...] = ()
+    broken: tuple[tuple[tuple[str, str, str, int], str], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.leaks and not self.broken
+
+    def messages(self) -> list[str]:
+        """One line per issue: what it is, where (trial or file:line) and which skills."""
+        out = [f"leak: {key[0]} {key[2]} (epoch {key[3]}), trial {where}: the run without skills used "
+               f"{', '.join(skills)}" for key, skills, where in self.leaks]
+        out += [f"broken arm: {key[0]} {key[2]} (epoch {key[3]}), trial {where}: the run with skills was "
+                "given none" for key, where in self.broken]
+        return out
+
+    def summary(self) -> str | None:
+        """One sentence for the headline, or None when every arm is what it claims."""
+        if self.ok:
+            return None
+        parts = []
+        if self.leaks:
+            names = ", ".join(f"{w} ({', '.join(s)})" for _, s, w in self.leaks[:MAX_NAMED])
+            more = f" and {len(self.leaks) - MAX_NAMED} more" if len(self.leaks) > MAX_NAMED else ""
+            parts.append(f"{len(self.leaks)} run(s) without skills used skills (leak): {names}{more}")
+        if self.broken:
+            names = ", ".join(w for _, w in self.broken[:MAX_NAMED])
+            more = f" and {len(self.broken) - MAX_NAMED} more" if len(self.broken) > MAX_NAMED else ""
+            parts.append(f"{len(self.broken)} run(s) with skills were given none (broken arm): {names}{more}")
+        return "arm integrity: " + "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "summary": self.summary(), "messages": self.messages(),
+                "leaks": [{"model": k[0], "benchmark": k[1], "task_id": k[2], "epoch": k[3], "trial": w,
+                           "skills": list(s)} for k, s, w in self.leaks],
+                "broken": [{"model": k[0], "benchmark": k[1], "task_id": k[2], "epoch": k[3], "trial": w}
+                           for k, w in self.broken]}
+
+
+def arm_integrity(inputs: Any) -> ArmIntegrity:
+    """The leaks and broken arms the run logs show (`Inputs.arm_issues`)."""
+    issues = getattr(inputs, "arm_issues", ()) or ()
+    return ArmIntegrity(
+        leaks=tuple((key, skills, where) for kind, key, skills, where in issues if kind == "leak"),
+        broken=tuple((key, where) for kind, key, _, where in issues if kind == "broken"),
+    )
