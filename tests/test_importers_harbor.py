@@ -205,11 +205,11 @@ def test_other_agents_trajectories_are_named_not_guessed(tmp_path):
     """A trial with an agent file skillaudit cannot read says so and its use is not logged."""
     on = _trial(tmp_path / "skills" / "t1__a")
     (on / "agent").mkdir()
-    (on / "agent" / "codex.txt").write_text("{}\n")
+    (on / "agent" / "goose.txt").write_text("{}\n")
     _trial(tmp_path / "noskills" / "t1__b", verifier_result={"rewards": {"reward": 0.0}})
     records, _ = import_harbor([str(tmp_path / "skills"), str(tmp_path / "noskills")])
     en = next(r for r in records if r["condition"] == "enabled")
-    assert en["use_logged"] is False and "agent/codex.txt is not a trajectory format" in en["meta"]["no_trajectory"]
+    assert en["use_logged"] is False and "agent/goose.txt is not a trajectory format" in en["meta"]["no_trajectory"]
 
 
 def test_claude_code_reads_skill_md_reads_and_dedupes_offers(tmp_path):

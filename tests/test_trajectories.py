@@ -209,3 +209,64 @@ def test_the_real_jobs_have_no_integrity_issue(tmp_path):
     assert CliRunner().invoke(cli, ["import", "harbor", str(MINIMAX), "-o", str(log), "-q"]).exit_code == 0
     res = CliRunner().invoke(cli, ["check", str(log)])
     assert res.exit_code == 0 and "integrity" not in res.output, res.output
+
+
+# ---------------------------------------------------------------- Codex and OpenHands (scripted traces)
+def test_codex_exec_json_scripted_trace(tmp_path):
+    """A `codex exec --json` trace written to the documented schema: a skill script run through
+    `bash -lc` is use (shell run) without SKILL.md, a SKILL.md cat is an opening (shell read), a
+    file_change naming a skill path is not, an MCP read tool counts; turn.completed closes the run."""
+    from skillaudit.importers.trajectories.codex import read_codex
+
+    events = [
+        {"type": "thread.started", "thread_id": "t1"},
+        {"type": "turn.started"},
+        {"type": "item.completed", "item": {"id": "i0", "type": "command_execution",
+                                            "command": "bash -lc 'ls /root/.codex/skills'", "exit_code": 0}},
+        {"type": "item.completed", "item": {"id": "i1", "type": "command_execution",
+                                            "command": "bash -lc 'python3 /root/.codex/skills/pdf/scripts/fill.py in.pdf'",
+                                            "aggregated_output": "ok", "exit_code": 0, "status": "completed"}},
+        {"type": "item.completed", "item": {"id": "i2", "item_type": "command_execution",
+                                            "command": "bash -lc 'cat /root/.codex/skills/docx/SKILL.md'"}},
+        {"type": "item.completed", "item": {"id": "i3", "type": "file_change",
+                                            "changes": [{"path": "/root/.codex/skills/new/SKILL.md", "kind": "add"}]}},
+        {"type": "item.completed", "item": {"id": "i4", "type": "mcp_tool_call", "server": "fs", "tool": "read_file",
+                                            "arguments": {"path": "/root/.codex/skills/xlsx/references/api.md"}}},
+        {"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 2}},
+    ]
+    p = tmp_path / "codex.txt"
+    p.write_text("\n".join(json.dumps(e) for e in events) + "\nnot json\n")
+    t = read_codex(str(p))
+    assert dict(t.rules) == {"pdf": "shell run", "docx": "shell read", "xlsx": "read"}
+    assert t.opened == ("docx",) and t.complete and not t.offered_known
+    p.write_text("\n".join(json.dumps(e) for e in events[:-1]))
+    assert read_codex(str(p)).complete is False
+    p.write_text("nothing here\n")
+    assert read_codex(str(p)).problem is not None
+
+
+def test_openhands_scripted_trace(tmp_path):
+    """An OpenHands saved trajectory written to the documented schema: `run` of a skill script, a
+    `read` and an `edit` view are use; `write` and `edit` create are not; finish closes the run."""
+    from skillaudit.importers.trajectories.openhands import read_openhands
+
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "do it"}},
+        {"id": 1, "source": "agent", "action": "run", "args": {"command": "bash /workspace/.agents/skills/sh/run.sh"}},
+        {"id": 2, "source": "agent", "observation": "run", "content": "done", "extras": {}},
+        {"id": 3, "source": "agent", "action": "read", "args": {"path": "/root/.agents/skills/pdf/SKILL.md"}},
+        {"id": 4, "source": "agent", "action": "edit", "args": {"command": "view", "path": "/root/.agents/skills/xl/a.md"}},
+        {"id": 5, "source": "agent", "action": "write", "args": {"path": "/root/.agents/skills/w/SKILL.md", "content": "x"}},
+        {"id": 6, "source": "agent", "action": "edit", "args": {"command": "create", "path": "/root/.agents/skills/c/x.py"}},
+        {"id": 7, "source": "agent", "action": "finish", "args": {"outputs": {}}},
+    ]
+    p = tmp_path / "openhands.trajectory.json"
+    p.write_text(json.dumps(events))
+    t = read_openhands(str(p))
+    assert dict(t.rules) == {"sh": "shell run", "pdf": "read", "xl": "read"} and t.opened == ("pdf",) and t.complete
+    p.write_text(json.dumps({"history": events[:-1]}))
+    assert read_openhands(str(p)).complete is False
+    trial = tmp_path / "trial"
+    (trial / "agent").mkdir(parents=True)
+    (trial / "agent" / "openhands.trajectory.json").write_text(json.dumps(events))
+    assert read_trial(str(trial)).format == "OpenHands trajectory"

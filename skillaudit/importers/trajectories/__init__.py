@@ -6,7 +6,8 @@ with the rule that first saw each use (`_rules`), and whether the log is complet
 missing or unreadable gives a `Trajectory` with `problem` set: use unknown, never "no use".
 
 `read_trial(folder)` picks the reader by what a Harbor trial folder holds: the agent's native log
-first (`agent/claude-code.txt`, `agent/gemini-cli.trajectory.json`), then `agent/trajectory.json`
+first (`agent/claude-code.txt`, `codex.txt`, `openhands.trajectory.json`,
+`gemini-cli.trajectory.json`), then `agent/trajectory.json`
 sniffed for ATIF (`schema_version` `ATIF-v...`) vs SkillsBench's terminus-2 episode list.
 """
 
@@ -65,6 +66,13 @@ def read_trial(folder: str | None) -> Trajectory:
     cc = os.path.join(agent_dir, "claude-code.txt")
     if os.path.isfile(cc) and not os.path.islink(cc):
         return read_claude_code(cc)
+    for name, module, func in (("codex.txt", "codex", "read_codex"),
+                               ("openhands.trajectory.json", "openhands", "read_openhands")):
+        native = os.path.join(agent_dir, name)
+        if os.path.isfile(native) and not os.path.islink(native):
+            import importlib
+
+            return getattr(importlib.import_module(f"{__name__}.{module}"), func)(native)
     gs = os.path.join(agent_dir, "gemini-cli.trajectory.json")
     if os.path.isfile(gs) and not os.path.islink(gs):
         from .gemini_session import read_gemini_session
@@ -80,5 +88,6 @@ def read_trial(folder: str | None) -> Trajectory:
             others = []
         if others:
             return Trajectory(problem=f"agent/{others[0]} is not a trajectory format skillaudit reads "
-                                      "(claude-code.txt, gemini-cli.trajectory.json, trajectory.json)")
+                                      "(claude-code.txt, codex.txt, openhands.trajectory.json, gemini-cli.trajectory.json, "
+                                      "trajectory.json)")
     return Trajectory(problem="no agent/ trajectory")

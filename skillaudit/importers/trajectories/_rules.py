@@ -135,6 +135,9 @@ class Uses:
         if not words:
             return
         first = words[0].rsplit("/", 1)[-1]
+        if first in ("bash", "sh", "zsh", "dash") and len(words) >= 3 and words[1] in ("-c", "-lc", "-lic", "-ic"):
+            self.command(words[2])  # Codex runs every command as `bash -lc '...'`: the inner command decides
+            return
         if first in NOT_READING:
             return
         targets: set[int] = set()

@@ -1,0 +1,53 @@
+"""Codex CLI's `codex exec --json` events (`agent/codex.txt` in Harbor): one JSON object per line.
+
+`item.completed` events carry an `item` whose `type` (older releases: `item_type`) says what it
+is: a `command_execution` (`command`, often `bash -lc '...'`) goes through the shared shell rules
+(reads and runs of a skill's files); an `mcp_tool_call` (`tool`, `arguments`) through the tool
+rules; a `file_change` (a write) is never a use. A `turn.completed` or `turn.failed` line closes
+the run: without one the log was cut. Codex's events do not list the skills offered.
+
+Tested on a scripted trace written to the documented schema (no public real log with skill use
+exists; docs/importers.md).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from .._common import read_bytes
+from . import Trajectory
+from ._rules import Uses
+
+FORMAT = "Codex exec --json"
+
+
+def read_codex(path: str) -> Trajectory:
+    data = read_bytes(path)
+    uses = Uses()
+    events = 0
+    done = False
+    for line in data.splitlines():
+        line = line.strip()
+        if not line.startswith(b"{"):
+            continue
+        try:
+            ev = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+            continue
+        events += 1
+        kind = ev["type"]
+        if kind in ("turn.completed", "turn.failed"):
+            done = True
+        if kind != "item.completed" or not isinstance(ev.get("item"), dict):
+            continue
+        item = ev["item"]
+        itype = item.get("type", item.get("item_type"))
+        if itype == "command_execution" and isinstance(item.get("command"), str):
+            uses.command(item["command"])
+        elif itype == "mcp_tool_call":
+            uses.tool_call(item.get("tool"), item.get("arguments"))
+    if events == 0:
+        return Trajectory(source=path, problem=f"{path}: no Codex exec --json events found")
+    return Trajectory.of(uses, path, FORMAT, complete=done)
