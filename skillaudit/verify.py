@@ -182,9 +182,10 @@ def rerun_pruned(paths: tuple[str, ...], skills: str, endpoint: str, model: str,
     """Make the `pruned` re-runs `verify` measures: for each base log and benchmark of `label`,
     replay the touched retrieving pairs against the library without `prune`, with the base runs'
     own sampling and tool settings (from their records' meta). Yields one summary line per log."""
+    from .engine.options import RunOptions
     from .harness.agent import AgentConfig
     from .harness.arm_runner import base_models, read_base
-    from .harness.runner import RunOptions, run_arms
+    from .harness.runner import run_arms
 
     done = 0
     for path in paths:

@@ -22,9 +22,10 @@ from click.testing import CliRunner
 
 from skillaudit.cli import cli
 from skillaudit.counterfactual import causal_effects, load_arms
+from skillaudit.engine.dispatch import run
+from skillaudit.engine.options import RunOptions
 from skillaudit.harness.agent import FORCED_PREFILL, AgentConfig
 from skillaudit.harness.arm_runner import corrupt_body, filler, mask_draw, parse_arms, replay_turns
-from skillaudit.harness.runner import RunOptions, run
 from skillaudit.harness.score import Limits
 from skillaudit.regression import SkillEffectRegression
 from skillaudit.runs import load_runs

@@ -20,8 +20,9 @@ from _harness_fakes import (
 from click.testing import CliRunner
 
 from skillaudit.cli import cli
+from skillaudit.engine.dispatch import run
+from skillaudit.engine.options import RunOptions, parse_exclude, task_seed
 from skillaudit.harness.agent import AgentConfig
-from skillaudit.harness.runner import RunOptions, parse_exclude, run, task_seed
 from skillaudit.harness.score import Limits
 from skillaudit.runs import load_runs
 

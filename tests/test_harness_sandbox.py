@@ -565,11 +565,11 @@ def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypat
     from click.testing import CliRunner
 
     from skillaudit.cli import cli
-    from skillaudit.harness import runner as runner_mod
+    from skillaudit.engine import loop as loop_mod
 
     monkeypatch.setattr(sandbox_mod, "isolation_status", lambda: (False, "not running as root"))
     labels: list[str] = []
-    real = runner_mod._progress
+    real = loop_mod.progress_bar
 
     def spy(total, quiet):
         prog = real(total, False)
@@ -582,7 +582,7 @@ def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypat
         prog.add_task = add_task
         return prog
 
-    monkeypatch.setattr(runner_mod, "_progress", spy)
+    monkeypatch.setattr(loop_mod, "progress_bar", spy)
     srv, out, data, lib = _server_and_files(tmp_path)
     with srv:
         res = CliRunner().invoke(cli, ["run", "--benchmark", "mbpp_plus", "--data", str(data), "--skills", str(lib),

@@ -167,8 +167,9 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
     import dataclasses
     import os
 
+    from ..engine.dispatch import run
+    from ..engine.options import RunOptions, parse_exclude
     from ..harness.agent import AgentConfig
-    from ..harness.runner import RunOptions, parse_exclude, run
     from ..harness.score import Limits
 
     if (benchmark is None) == (tasks_file is None):
@@ -195,7 +196,7 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
                       skills_mode=skills_mode, episode_timeout=episode_timeout, threshold=threshold,
                       reuse=reuse_path, reuse_skills=reuse_skills)
     if dry_run:
-        from ..harness.taskrun import reuse_plan_for
+        from ..engine.reuse import reuse_plan_for
 
         emit_json(reuse_plan_for(opts).to_dict())
         return
@@ -292,7 +293,7 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
                 msg = str(exc)
                 raise CommandError(msg if msg.startswith(prune_json) else f"{prune_json}: {msg}") from None
         else:
-            from ..harness.runner import parse_exclude
+            from ..engine.options import parse_exclude
 
             ids = parse_exclude(prune_json)
             if not ids:

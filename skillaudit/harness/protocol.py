@@ -147,9 +147,9 @@ class Skills:
 
 def load_agent(spec: str) -> Callable[[dict[str, Any], Any], Any]:
     """Import `module:callable` and check it can be called as `agent(task, skills)`."""
-    from .taskfile import _check_callable
+    from .taskfile import check_callable
 
-    return _check_callable(spec, f"--agent {spec}", 2, "agent")
+    return check_callable(spec, f"--agent {spec}", 2, "agent")
 
 
 # ---- built-in model agents through the protocol -------------------------------------------------

@@ -148,7 +148,7 @@ def _entry_calls(tree: ast.AST, entry: str) -> list[ast.Call]:
     return out
 
 
-def _check_callable(spec: str, where: str, arity: int, what: str,
+def check_callable(spec: str, where: str, arity: int, what: str,
                     search: tuple[str, ...] = ()) -> Callable[..., Any]:
     """Import `module:function` (also from the `search` folders, e.g. the task file's) and check it
     takes `arity` positional arguments."""
@@ -233,7 +233,7 @@ def load_task_file(path: str | Path, label: str | None = None) -> list[Task]:
             spec = row["checker"]
             if not isinstance(spec, str):
                 raise InputError(f"{where}: `checker` must be 'module:function'")
-            _check_callable(spec, where, 2, "checker", (str(p.resolve().parent),))
+            check_callable(spec, where, 2, "checker", (str(p.resolve().parent),))
             data["checker"] = spec
         data["extra"] = {k: v for k, v in row.items() if k not in ("id", "prompt")}
         tasks.append(Task(task_id=tid, benchmark=bench, prompt=prompt.strip(), data=data))
@@ -362,7 +362,7 @@ def check_assertions(tests: list[str], entry: str, outputs: list[Any]) -> Score:
 
 def score_checker(task: Task, reply: str, threshold: float) -> tuple[Score, str]:
     """A trusted `module:function` checker; a bool, or a number compared with `threshold`."""
-    fn = _check_callable(task.data["checker"], task.data["checker"], 2, "checker")
+    fn = check_callable(task.data["checker"], task.data["checker"], 2, "checker")
     tdict = task_dict(task)
     try:
         got = fn(tdict, reply)

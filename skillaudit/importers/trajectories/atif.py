@@ -18,8 +18,8 @@ from typing import Any
 
 from ...errors import InputError
 from .._common import load_json
-from . import Trajectory
 from ._rules import Uses
+from .base import Trajectory
 
 _AVAILABLE = re.compile(r"<available_skills>(.*?)</available_skills>", re.S)
 _NAME = re.compile(r"<name>\s*([^<\s][^<]*?)\s*</name>")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import orjson
 
 from .._common import read_bytes
-from . import Trajectory
 from ._rules import Uses
+from .base import Trajectory
 
 FORMAT = "Codex exec --json"
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from . import Trajectory
 from ._rules import Uses
+from .base import Trajectory
 
 FORMAT = "SkillsBench terminus-2 episode list"
 _AVAILABLE = re.compile(r"available_skills:\s*(\[)")

@@ -13,8 +13,8 @@ import re
 
 from ...errors import InputError
 from .._common import load_json
-from . import Trajectory
 from ._rules import Uses
+from .base import Trajectory
 
 FORMAT = "Gemini CLI session JSON"
 _AVAILABLE = re.compile(r"\(Available:\s*([^)]*)\)")

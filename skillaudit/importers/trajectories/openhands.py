@@ -18,8 +18,8 @@ from typing import Any
 
 from ...errors import InputError
 from .._common import load_json
-from . import Trajectory
 from ._rules import Uses
+from .base import Trajectory
 
 FORMAT = "OpenHands trajectory"
 

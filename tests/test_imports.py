@@ -1,0 +1,59 @@
+"""The package's import graph has no circle: every `import` and `from ... import` of a skillaudit
+module (at the top or inside a function) is an edge, and no module reaches itself."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+PKG = Path(__file__).resolve().parents[1] / "skillaudit"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        parts = p.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+def import_graph() -> nx.DiGraph:
+    mods = _modules()
+    g = nx.DiGraph()
+    for name, path in mods.items():
+        g.add_node(name)
+        pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods]
+                targets = subs + ([target] if len(subs) < len(node.names) else [])
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            g.add_edges_from((name, t) for t in targets if t in mods and t != name)
+    return g
+
+
+def test_the_import_graph_has_no_circle():
+    """No module imports (directly or through others) a module that imports it back."""
+    g = import_graph()
+    assert g.number_of_nodes() > 50
+    cycles = sorted(nx.simple_cycles(g), key=len)
+    assert cycles == [], cycles[:5]
+
+
+def test_the_graph_sees_function_level_imports():
+    """The check reads imports inside functions too: the dispatcher reaches both run modes."""
+    g = import_graph()
+    assert g.has_edge("skillaudit.engine.dispatch", "skillaudit.harness.taskrun")
+    assert g.has_edge("skillaudit.engine.dispatch", "skillaudit.harness.runner")
+    assert not g.has_edge("skillaudit.harness.taskrun", "skillaudit.harness.runner")
