@@ -25,6 +25,7 @@ from .commands._shared import CommandError, reports_errors
 from .commands.analyse import clusters, cost_cmd, graph, metrics, prune, rank
 from .commands.audit import audit, check, compare, diff_cmd
 from .commands.logs import export, import_group, validate
+from .commands.plugins import plugins_cmd
 from .commands.run import run_cmd, simulate, verify
 
 __all__ = [
@@ -46,7 +47,7 @@ def cli(debug: bool) -> None:
 
 
 for _command in (metrics, validate, import_group, clusters, graph, rank, cost_cmd, prune, simulate, audit,
-                 compare, run_cmd, check, diff_cmd, verify, export):
+                 compare, run_cmd, check, diff_cmd, verify, export, plugins_cmd):
     cli.add_command(_command)
 
 

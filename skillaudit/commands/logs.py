@@ -152,7 +152,34 @@ def _check_import_output(output: str, as_json: bool, inputs: list[str]) -> None:
     check_output(output, inputs)
 
 
-@click.group("import")
+class _ImportGroup(click.Group):
+    """`skillaudit import`: the built-in importers, then the installed importer plugins (group
+    `skillaudit.importers`: each a click command), loaded only when named or listed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from ..plugins import installed
+
+        extra = [p.name for p in installed("importers") if p.origin != "built-in" and p.name not in self.commands]
+        return [*super().list_commands(ctx), *sorted(dict.fromkeys(extra))]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is not None:
+            return cmd
+        from ..plugins import find, load
+
+        if find("importers", name) is None:
+            return None
+        try:
+            obj = load("importers", name, f"import {name}")
+        except SkillauditError as exc:
+            raise CommandError(str(exc)) from None
+        if not isinstance(obj, click.Command):
+            raise CommandError(f"import {name}: the plugin's object is not a click command")
+        return obj
+
+
+@click.group("import", cls=_ImportGroup)
 def import_group() -> None:
     """Convert other eval frameworks' logs into paired run logs (DESIGN §3.1).
 

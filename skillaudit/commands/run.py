@@ -83,8 +83,13 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
               help="Benchmark to run (or --tasks FILE).")
 @click.option("--tasks", "tasks_file", type=click.Path(dir_okay=False), default=None,
               help="A task file (JSON Lines or YAML; docs/formats.md) instead of a benchmark.")
-@click.option("--agent", "agent_spec", default=None, metavar="MODULE:CALLABLE",
-              help="Your own agent: agent(task, skills) -> str | dict (docs/agents.md); no endpoint needed.")
+@click.option("--agent", "agent_spec", default=None, metavar="NAME|MODULE:CALLABLE",
+              help="Your own agent: agent(task, skills) -> str | dict (docs/agents.md), as module:callable or "
+                   "the NAME of an installed plugin (skillaudit plugins; search and catalog are the built-in "
+                   "chat loops); a Python agent needs no endpoint.")
+@click.option("--engine", "engine", default="threads", show_default=True, metavar="NAME",
+              help="What executes the episode plan: threads (built-in, --concurrency at a time) or an installed "
+                   "engine plugin (skillaudit plugins).")
 @click.option("--skills-mode", type=click.Choice(["search", "catalog"]), default="search", show_default=True,
               help="search: the search_skills tool; catalog: names + descriptions listed, load_skill(name).")
 @click.option("--episode-timeout", type=float, default=None, help="Seconds one agent episode may take (error record after).")
@@ -149,7 +154,7 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @json_option
 @quiet_option
 @reports_errors
-def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, skills_mode: str,
+def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, engine: str, skills_mode: str,
             episode_timeout: float | None, threshold: float, reuse_path: str | None, reuse_skills: str | None,
             dry_run: bool, data: str | None, skills_path: str, endpoint: str | None, model_name: str | None,
             model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
@@ -174,8 +179,10 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
 
     if (benchmark is None) == (tasks_file is None):
         raise InputError("give one of --benchmark or --tasks FILE")
+    if agent_spec in ("search", "catalog"):  # the built-in chat loops, by their plugin names
+        skills_mode, agent_spec = agent_spec, None
     if not agent_spec and not dry_run and (not endpoint or not model_name):
-        raise InputError("--endpoint and --model are needed (or --agent module:callable)")
+        raise InputError("--endpoint and --model are needed (or --agent NAME|module:callable)")
     if dry_run and not reuse_path:
         raise InputError("--dry-run goes with --reuse OLD.jsonl")
     agent = AgentConfig(endpoint=endpoint or "", model=model_name or "", api_key=os.environ.get(api_key_env) or None,
@@ -194,7 +201,7 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
                       shard=shard, arms=arms, base=base_path, prune=parse_exclude(prune_ids),
                       unsafe_scoring=unsafe_scoring, tasks=tasks_file, agent_spec=agent_spec,
                       skills_mode=skills_mode, episode_timeout=episode_timeout, threshold=threshold,
-                      reuse=reuse_path, reuse_skills=reuse_skills)
+                      reuse=reuse_path, reuse_skills=reuse_skills, engine=engine)
     if dry_run:
         from ..engine.reuse import reuse_plan_for
 

@@ -122,3 +122,18 @@ def execute(plan: Plan, one: Callable[[Episode], dict[str, Any]], writer: Writer
         writer.close()
         client.close()
         summary.wall_s = time.monotonic() - t0
+
+
+def engine_for(name: str) -> Callable[..., None]:
+    """The `execute` of engine `name`: the built-in `threads` (this module's `execute`) or an
+    installed plugin's (`skillaudit.plugins`, group `skillaudit.engines`)."""
+    if name == "threads":
+        return execute
+    from ..plugins import load
+
+    fn = load("engines", name, f"--engine {name}")
+    if not callable(fn):
+        from ..errors import InputError
+
+        raise InputError(f"--engine {name}: the plugin's object is not callable")
+    return fn

@@ -146,10 +146,15 @@ class Skills:
 
 
 def load_agent(spec: str) -> Callable[[dict[str, Any], Any], Any]:
-    """Import `module:callable` and check it can be called as `agent(task, skills)`."""
-    from .taskfile import check_callable
+    """Import `module:callable`, or the installed agent plugin named `spec` (`skillaudit.plugins`),
+    and check it can be called as `agent(task, skills)`."""
+    from .taskfile import check_callable, check_signature
 
-    return check_callable(spec, f"--agent {spec}", 2, "agent")
+    if ":" in spec:
+        return check_callable(spec, f"--agent {spec}", 2, "agent")
+    from ..plugins import load
+
+    return check_signature(load("agents", spec, f"--agent {spec}"), f"--agent {spec}", 2, "agent", spec)
 
 
 # ---- built-in model agents through the protocol -------------------------------------------------

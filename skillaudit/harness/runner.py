@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import __version__
 from ..engine.episode import BUILTIN_AGENT, attempt, task_view
-from ..engine.loop import RunSummary, execute
+from ..engine.loop import RunSummary, engine_for
 from ..engine.options import RunOptions, select_tasks, shard_tasks, task_seed
 from ..engine.output import Writer, prepare_output
 from ..engine.plan import Episode, Plan, main_episodes
@@ -124,7 +124,7 @@ def run_benchmark(opts: RunOptions, quiet: bool = False,
 
         return attempt(rec, task, scorer, episode)
 
-    execute(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
+    engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
     return summary
 
 
@@ -267,5 +267,5 @@ def run_arms(opts: RunOptions, quiet: bool = False,
 
         return attempt(rec, task, scorer, episode)
 
-    execute(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
+    engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
     return summary

@@ -13,6 +13,8 @@ A task file is JSON Lines (one object a line) or YAML (a list of objects). Each 
   `math` (math-verify).
 - `checker: "module:function"`: trusted Python, called as `f(task, answer)`, returning a bool or a
   number (correct when >= `--threshold`).
+- `grader: NAME`: an installed grader plugin (`skillaudit.plugins`, group `skillaudit.graders`),
+  called like a checker.
 
 Bad input raises `InputError` naming the file and line, before any model call.
 """
@@ -40,7 +42,7 @@ from .score import Score
 from .tasks import Task
 
 MATCHES = ("exact", "normalized", "regex", "number", "math")
-CHECKER_KINDS = ("tests", "answer", "checker")
+CHECKER_KINDS = ("tests", "answer", "checker", "grader")
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:/@+-]{1,200}$")
 
 
@@ -167,6 +169,11 @@ def check_callable(spec: str, where: str, arity: int, what: str,
             fn = getattr(fn, part)
     except Exception as exc:  # the user's module may raise anything on import
         raise InputError(f"{where}: {what} {spec!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    return check_signature(fn, where, arity, what, spec)
+
+
+def check_signature(fn: Any, where: str, arity: int, what: str, spec: str) -> Callable[..., Any]:
+    """`fn` if it is callable with `arity` positional arguments, else one clear line."""
     if not callable(fn):
         raise InputError(f"{where}: {what} {spec!r} is not callable")
     try:
@@ -201,7 +208,8 @@ def load_task_file(path: str | Path, label: str | None = None) -> list[Task]:
             raise InputError(f"{where}: `prompt` must be a non-empty string")
         kinds = [k for k in CHECKER_KINDS if k in row]
         if not kinds:
-            raise InputError(f"{where}: task {tid!r} has no checker (give `tests`, `answer` + `match`, or `checker`)")
+            raise InputError(f"{where}: task {tid!r} has no checker (give `tests`, `answer` + `match`, `checker` or "
+                             "`grader`)")
         if len(kinds) > 1:
             raise InputError(f"{where}: task {tid!r} has several checkers ({', '.join(kinds)}); give one")
         kind = kinds[0]
@@ -229,12 +237,18 @@ def load_task_file(path: str | Path, label: str | None = None) -> list[Task]:
                 if isinstance(tol, bool) or not isinstance(tol, (int, float)) or tol < 0:
                     raise InputError(f"{where}: `tolerance` must be a non-negative number")
                 data["tolerance"] = float(tol)
-        else:
+        elif kind == "checker":
             spec = row["checker"]
             if not isinstance(spec, str):
                 raise InputError(f"{where}: `checker` must be 'module:function'")
             check_callable(spec, where, 2, "checker", (str(p.resolve().parent),))
             data["checker"] = spec
+        else:
+            name = row["grader"]
+            if not isinstance(name, str) or not name:
+                raise InputError(f"{where}: `grader` must be the name of an installed grader plugin")
+            grader_for(name, where)
+            data["grader"] = name
         data["extra"] = {k: v for k, v in row.items() if k not in ("id", "prompt")}
         tasks.append(Task(task_id=tid, benchmark=bench, prompt=prompt.strip(), data=data))
     if not tasks:
@@ -360,6 +374,33 @@ def check_assertions(tests: list[str], entry: str, outputs: list[Any]) -> Score:
     return Score(True, "passed", {"passed": len(tests)})
 
 
+def grader_for(name: str, where: str) -> Callable[..., Any]:
+    """The pointwise grader plugin `name` (`skillaudit.plugins`, group `skillaudit.graders`):
+    `grade(task, answer)` -> bool or number. A pairwise one (`pairwise = True`) compares both
+    conditions' answers after both ran: the judged-outcome issue; refused here until it lands."""
+    from ..plugins import BUILTINS, load
+
+    if name in BUILTINS["graders"]:
+        raise InputError(f"{where}: `grader: {name}` is a built-in checker; use its own field (tests, answer, "
+                         "checker) or a benchmark")
+    fn = load("graders", name, f"{where}: grader")
+    if getattr(fn, "pairwise", False):
+        raise InputError(f"{where}: grader {name!r} is pairwise (compares both conditions' answers); "
+                         "skillaudit runs pointwise graders only so far")
+    return check_signature(fn, where, 2, "grader", name)
+
+
+def score_grader(task: Task, reply: str, threshold: float) -> tuple[Score, str]:
+    """A grader plugin's verdict on the reply, as a `checker`'s: a bool, or a number vs `threshold`."""
+    name = task.data["grader"]
+    fn = grader_for(name, f"grader {name}")
+    try:
+        got = fn(task_dict(task), reply)
+    except Exception as exc:
+        raise HarnessError(f"grader {name} raised {type(exc).__name__}: {exc}") from None
+    return _verdict(got, threshold, f"grader {name}", "grader"), reply
+
+
 def score_checker(task: Task, reply: str, threshold: float) -> tuple[Score, str]:
     """A trusted `module:function` checker; a bool, or a number compared with `threshold`."""
     fn = check_callable(task.data["checker"], task.data["checker"], 2, "checker")
@@ -368,12 +409,17 @@ def score_checker(task: Task, reply: str, threshold: float) -> tuple[Score, str]
         got = fn(tdict, reply)
     except Exception as exc:
         raise HarnessError(f"checker {task.data['checker']} raised {type(exc).__name__}: {exc}") from None
+    return _verdict(got, threshold, f"checker {task.data['checker']}", "checker"), reply
+
+
+def _verdict(got: Any, threshold: float, who: str, label: str) -> Score:
+    """A checker's or grader's return value as a score: a bool, or a number vs `threshold`."""
     if isinstance(got, bool):
-        return Score(got, "passed" if got else "checker returned False"), reply
+        return Score(got, "passed" if got else f"{label} returned False")
     if isinstance(got, (int, float)):
         ok = float(got) >= threshold
-        return Score(ok, f"checker score {got:g} {'>=' if ok else '<'} {threshold:g}", {"checker_score": float(got)}), reply
-    raise HarnessError(f"checker {task.data['checker']} returned {type(got).__name__}, not bool or number")
+        return Score(ok, f"{label} score {got:g} {'>=' if ok else '<'} {threshold:g}", {f"{label}_score": float(got)})
+    raise HarnessError(f"{who} returned {type(got).__name__}, not bool or number")
 
 
 @dataclass
@@ -389,6 +435,8 @@ class TaskFileScorer:
             return score_tests(task, reply, self.limits)
         if kind == "answer":
             return score_answer(task, reply)
+        if kind == "grader":
+            return score_grader(task, reply, self.threshold)
         return score_checker(task, reply, self.threshold)
 
 

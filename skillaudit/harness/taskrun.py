@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..engine.episode import task_view
-from ..engine.loop import RunSummary, execute
+from ..engine.loop import RunSummary, engine_for
 from ..engine.options import RunOptions, select_tasks, task_seed
 from ..engine.output import Writer, existing_records, prepare_output
 from ..engine.plan import Episode, Plan, main_episodes
@@ -133,7 +133,7 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
             rec["meta"].setdefault(k, v)
         return rec
 
-    execute(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
+    engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
     return summary
 
 
@@ -220,5 +220,5 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
             meta["withheld"] = [s for s in ep.loaded if not mask_keeps(aseed, s)]
         return out_rec
 
-    execute(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
+    engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
     return summary
