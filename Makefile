@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= all
 
-.PHONY: install test audit audit-skillsbench lint bench lock clean
+.PHONY: install test test-harbor audit audit-skillsbench lint bench lock clean
 
 install: $(STAMP)
 
@@ -22,6 +22,14 @@ $(STAMP): pyproject.toml constraints.txt setup.py skillaudit/_scan.c skillaudit/
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The end-to-end Harbor run (real Harbor, Docker, terminus-2, a scripted endpoint) over
+# ../shared/data/harbor-mini; ../shared/tools/harbor-local sets Harbor and Docker up on this machine.
+HARBOR_LOCAL ?= ../shared/tools/harbor-local
+test-harbor: install
+	$(HARBOR_LOCAL) setup >/dev/null
+	eval "$$($(HARBOR_LOCAL) env)" && SKILLAUDIT_HARBOR_MINI=$(CURDIR)/../shared/data/harbor-mini \
+	  $(BIN)/python -m pytest -q -m harbor tests/test_harbor_e2e.py
 
 audit: install
 	$(BIN)/skillaudit audit --out skillaudit-report

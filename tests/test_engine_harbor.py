@@ -155,3 +155,37 @@ def test_a_failing_harbor_is_an_error_naming_the_job(tmp_path, monkeypatch):
     assert "harbor (enabled job) exited 3: docker daemon not reachable" in res.output
     assert not (tmp_path / "runs.jsonl").exists()
     assert os.path.isdir(tmp_path / "runs.jsonl.harbor")
+
+
+# ---------------------------------------------------------------- the scripted terminus-2 endpoint
+REAL_T2 = REPO.parent / "shared" / "data" / "real" / "harbor-terminus2-local"
+
+
+def _first_prompt(trial: Path) -> str:
+    return json.loads((trial / "agent" / "trajectory.json").read_text())["steps"][0]["message"]
+
+
+def test_scripted_endpoint_answers_terminus2s_recorded_prompts():
+    """On the first prompts terminus-2 really sent (the Harbor 0.26.0 pair made here): with the skill
+    offered it reads SKILL.md; without, it writes a report in another format; after the skill's
+    body is in the terminal output, it writes the skill's format; a confirmation is answered."""
+    import pytest
+
+    if not REAL_T2.is_dir():
+        pytest.skip("../shared/data/real is absent")
+    from _terminus_endpoint import reply
+
+    on = _first_prompt(next((REAL_T2 / "t2-skill").glob("status-report__*")))
+    off = _first_prompt(next((REAL_T2 / "t2-noskill").glob("status-report__*")))
+    first = reply([{"role": "user", "content": on}])
+    assert first["commands"] == [{"keystrokes": "cat /runtime/skills/status-report/SKILL.md\n", "duration": 0.5}]
+    assert first["task_complete"] is False
+    skill = "# Status report format\nA status report is a plain-text file..."
+    second = reply([{"role": "user", "content": on}, {"role": "assistant", "content": json.dumps(first)},
+                    {"role": "user", "content": f"New Terminal Output:\n{skill}"}])
+    assert second["commands"][0]["keystrokes"].startswith("printf '# STATUS\\nstate: green\\nowner: skillaudit\\n'")
+    plain = reply([{"role": "user", "content": off}])
+    assert "Status: healthy" in plain["commands"][0]["keystrokes"] and plain["task_complete"] is True
+    confirm = reply([{"role": "user", "content": off},
+                     {"role": "user", "content": "Are you sure you want to mark the task as complete?"}])
+    assert confirm == {"analysis": "done", "plan": "nothing left", "commands": [], "task_complete": True}

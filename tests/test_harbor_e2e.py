@@ -1,0 +1,69 @@
+"""End to end under Harbor: real Harbor, real Docker, the real terminus-2 agent and a scripted
+OpenAI-compatible endpoint (tests/_terminus_endpoint.py) over the harbor-mini dataset (3 tasks, the
+status-report skill). `make test-harbor` runs it; it skips with one line where Harbor or a Docker
+daemon is absent (CI passes without Docker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from _harness_fakes import ScriptedServer
+from _terminus_endpoint import responder
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+from skillaudit.engine.harbor import find_harbor
+
+pytestmark = pytest.mark.harbor
+MINI = Path(os.environ.get("SKILLAUDIT_HARBOR_MINI")
+            or Path(__file__).resolve().parents[2] / "shared" / "data" / "harbor-mini")
+
+
+def _docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_terminus2_with_and_without_the_skill_pairs_as_the_script_implies(tmp_path, monkeypatch):
+    """The script reads the skill when it is offered and writes the report in its format; without
+    it, in another. So: status-report is a rescue whose with-skills run read the skill (S_call 1,
+    RAE +100 pp), hello-file and sum-numbers pass both ways; no error trial."""
+    if find_harbor() is None:
+        pytest.skip("harbor not found (PATH or SKILLAUDIT_HARBOR); make test-harbor sets it up")
+    if not _docker_answers():
+        pytest.skip("no Docker daemon answers `docker info`")
+    if not (MINI / "skills").is_dir():
+        pytest.skip(f"{MINI}: the harbor-mini dataset is absent")
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    out = tmp_path / "runs.jsonl"
+    t0 = time.monotonic()
+    with ScriptedServer(responder) as srv:
+        res = CliRunner().invoke(cli, [
+            "run", "--engine", "harbor", "--dataset", str(MINI), "--agent-name", "terminus-2",
+            "--model", "openai/scripted", "--agent-kwarg", f"api_base={srv.url}",
+            "--agent-kwarg", "record_terminal_session=false", "--agent-kwarg", "max_turns=6",
+            "--skills", str(MINI / "skills"), "--env", "docker", "--n-concurrent", "3", "--out", str(out)])
+    wall = time.monotonic() - t0
+    assert res.exit_code == 0, res.output
+    print(f"harbor end-to-end: {wall:.0f} s wall\n{res.output}")
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    by = {(r["task_id"], r["condition"]): r for r in recs}
+    assert len(recs) == 6 and all(r.get("error") is None for r in recs)
+    assert by["status-report", "enabled"]["correct"] and not by["status-report", "disabled"]["correct"]
+    assert by["status-report", "enabled"]["retrievals"][0]["skills"] == ["status-report"]
+    assert by["status-report", "enabled"]["meta"]["use_rules"] == {"status-report": "shell read"}
+    for t in ("hello-file", "sum-numbers"):
+        assert by[t, "enabled"]["correct"] and by[t, "disabled"]["correct"] and by[t, "enabled"]["retrievals"] == []
+    metrics = json.loads(CliRunner().invoke(cli, ["metrics", str(out), "--json"]).output)
+    [g] = [g for g in metrics["groups"] if g["benchmark"] == "*"]
+    assert (g["n_pairs"], g["n_cond"], g["cond_b"], g["cond_c"], g["rae"]) == (3, 1, 1, 0, 1.0)
