@@ -91,6 +91,11 @@ def test_rewarded_timeouts_are_scored_and_keep_their_exception():
     assert report.pairs == 1 and not report.unpaired
     assert [r["correct"] for r in records] == [False, False]
     assert {r["meta"]["exception"] for r in records} == {"AgentTimeoutError"}
+    en = next(r for r in records if r["condition"] == "enabled")
+    # the digest Harbor's lock.json gives the injected skill: the provenance of what the run saw
+    assert en["meta"]["skill_digests"] == {
+        "status-report": "sha256:c5cb1fc949cee968f86a001bc5ea2dd42e4d9f6f134c29a474013b0b11bc3091"}
+    assert en["offered"] == ["status-report"] and en["meta"]["offered_from"] == "agent log"
     assert any("scored by it, whatever the agent raised (2 such trial(s)" in n for n in report.notes)
 
 

@@ -169,6 +169,22 @@ def trajectory_of(folder: str | None) -> Trajectory:
     return read_trial(folder)
 
 
+def _lock_digests(folder: str | None) -> dict[str, str]:
+    """{skill: digest} of the skills Harbor injected (the trial's `lock.json` `skills[]`)."""
+    if folder is None:
+        return {}
+    path = os.path.join(folder, "lock.json")
+    if not os.path.isfile(path) or os.path.islink(path):
+        return {}
+    try:
+        doc = load_json(path, "a Harbor trial lock.json")
+    except InputError:
+        return {}
+    skills = doc.get("skills") if isinstance(doc, dict) else None
+    return {s["name"]: s["digest"] for s in skills if isinstance(s, dict) and isinstance(s.get("name"), str)
+            and isinstance(s.get("digest"), str)} if isinstance(skills, list) else {}
+
+
 def _lock_skills(folder: str | None) -> list[str] | None:
     """The skills Harbor injected into the trial (its `lock.json` `skills[].name`), or None."""
     if folder is None:
@@ -359,6 +375,9 @@ def import_harbor(
                     meta.setdefault("use_rules", {}).setdefault(sk, "skills_loaded")
                 offered, source = _offered(traj, t, offered_dir)
                 meta["offered_from"] = source
+                digests = _lock_digests(t.folder)
+                if digests:  # the injected skills' content digests (provenance of what the run saw)
+                    meta["skill_digests"] = digests
                 if source != "unknown" or used:  # known: [] means nothing was injected (a broken arm)
                     rec["offered"] = list(dict.fromkeys([*offered, *used]))
                 if source in ("lock.json", "the job's skill folders", "agent log") and not offered and not used \
