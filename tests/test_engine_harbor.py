@@ -28,7 +28,8 @@ def _dataset(tmp_path: Path) -> Path:
 def _skills(tmp_path: Path) -> Path:
     s = tmp_path / "skills" / "status-report"
     s.mkdir(parents=True, exist_ok=True)
-    (s / "SKILL.md").write_text("---\nname: status-report\ndescription: The team's status-report format.\n---\nUse it.\n")
+    if not (s / "SKILL.md").exists():  # kept across calls: a test may edit it
+        (s / "SKILL.md").write_text("---\nname: status-report\ndescription: The team's status-report format.\n---\nUse it.\n")
     return tmp_path / "skills"
 
 
@@ -189,3 +190,54 @@ def test_scripted_endpoint_answers_terminus2s_recorded_prompts():
     confirm = reply([{"role": "user", "content": off},
                      {"role": "user", "content": "Are you sure you want to mark the task as complete?"}])
     assert confirm == {"analysis": "done", "plan": "nothing left", "commands": [], "task_complete": True}
+
+
+def test_skill_digest_is_harbors(tmp_path):
+    """The digest of a skill folder is the one Harbor writes in lock.json (checked on the real pair's
+    status-report skill when ../shared is present, and on a constructed folder always)."""
+    from skillaudit.engine.harbor import skill_digest
+
+    mini = REPO.parent / "shared" / "data" / "harbor-mini" / "skills" / "status-report"
+    if mini.is_dir():
+        assert skill_digest(mini) == "sha256:c5cb1fc949cee968f86a001bc5ea2dd42e4d9f6f134c29a474013b0b11bc3091"
+    d = _skills(tmp_path) / "status-report"
+    before = skill_digest(d)
+    (d / "scripts").mkdir()
+    (d / "scripts" / "run.sh").write_text("echo hi\n")
+    assert skill_digest(d) != before
+
+
+def test_reuse_reruns_only_the_tasks_whose_used_skill_changed(tmp_path, monkeypatch):
+    """After a run, editing the body of the skill status-report used re-runs only status-report with
+    skills (its old no-skills trials pair with the new ones); editing nothing re-runs nothing;
+    editing a description (the catalog every task saw) re-runs every task."""
+    _fake_harbor(tmp_path, monkeypatch)
+    assert CliRunner().invoke(cli, _args(tmp_path)).exit_code == 0
+    old = tmp_path / "runs.jsonl"
+    calls = tmp_path / "calls.log"
+
+    def reuse(out: str):
+        return CliRunner().invoke(cli, [*_args(tmp_path), "--reuse", str(old), "--out", str(tmp_path / out),
+                                        "--jobs-dir", str(tmp_path / f"{out}.jobs")])
+
+    n = len(calls.read_text().splitlines())
+    res = reuse("same.jsonl")
+    assert res.exit_code == 0, res.output
+    assert "re-ran 0 of 2 tasks with skills (nothing changed)" in res.output
+    assert len(calls.read_text().splitlines()) == n
+    assert sorted((tmp_path / "same.jsonl").read_text().splitlines()) == sorted(old.read_text().splitlines())
+    md = tmp_path / "skills" / "status-report" / "SKILL.md"
+    md.write_text(md.read_text() + "Also date it.\n")
+    res = reuse("body.jsonl")
+    assert res.exit_code == 0, res.output
+    assert "re-ran 1 of 2 tasks with skills (1 a skill it used changed)" in res.output
+    cfg = json.loads((tmp_path / "body.jsonl.jobs" / "body-skills-reuse.config.json").read_text())
+    assert cfg["datasets"][0]["task_names"] == ["status-report"]
+    recs = [json.loads(x) for x in (tmp_path / "body.jsonl").read_text().splitlines()]
+    assert len(recs) == 4 and sorted((r["task_id"], r["condition"]) for r in recs) == sorted(
+        (t, c) for t in ("hello-file", "status-report") for c in ("enabled", "disabled"))
+    new_on = next(r for r in recs if r["task_id"] == "status-report" and r["condition"] == "enabled")
+    assert "body.jsonl.jobs" in new_on["meta"]["source"]
+    md.write_text(md.read_text().replace("The team's status-report format.", "The status-report format."))
+    res = reuse("desc.jsonl")
+    assert "re-ran 2 of 2 tasks with skills (2 the catalog (names, descriptions) changed)" in res.output

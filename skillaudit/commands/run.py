@@ -196,7 +196,8 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
 
     if engine == "harbor":
         return _run_harbor(dataset, agent_name, skills_path, out_path, model_name, harbor_env, trials, n_concurrent,
-                           agent_kwargs, harbor_args, task_ids, jobs_dir, model_label, dry_run, as_json, quiet)
+                           agent_kwargs, harbor_args, task_ids, jobs_dir, model_label, dry_run, as_json, quiet,
+                           reuse_path)
     if dataset or agent_name:
         raise InputError("--dataset and --agent-name go with --engine harbor")
     if (benchmark is None) == (tasks_file is None):
@@ -260,7 +261,7 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
 def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, out_path: str, model: str | None,
                 env: str, trials: int, n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...],
                 task_ids: tuple[str, ...], jobs_dir: str | None, model_label: str | None, dry_run: bool,
-                as_json: bool, quiet: bool) -> None:
+                as_json: bool, quiet: bool, reuse: str | None = None) -> None:
     """`run --engine harbor`: the maintainer's own agent under Harbor (skillaudit.engine.harbor)."""
     from ..engine.harbor import HarborRun, run_harbor
 
@@ -272,14 +273,16 @@ def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, o
         if not sep or not key:
             raise InputError(f"--agent-kwarg {kv!r}: expected KEY=VALUE")
         kwargs.append((key, value))
-    _out_is_not_an_input(out_path, {"--skills": skills_path, "--dataset": dataset})
+    _out_is_not_an_input(out_path, {"--skills": skills_path, "--dataset": dataset, "--reuse": reuse})
     hr = HarborRun(dataset=dataset, agent_name=agent_name, skills=skills_path, out=out_path, model=model, env=env,
                    trials=trials, n_concurrent=n_concurrent, agent_kwargs=tuple(kwargs), harbor_args=harbor_args,
-                   task_ids=task_ids, jobs_dir=jobs_dir, model_label=model_label)
+                   task_ids=task_ids, jobs_dir=jobs_dir, model_label=model_label, reuse=reuse)
     summary = run_harbor(hr, dry_run=dry_run, quiet=quiet or as_json, say=lambda m: click.echo(m, err=not dry_run))
     if as_json:
         emit_json(summary.to_dict())
     elif not dry_run and not quiet:
+        if summary.reuse:
+            click.echo(summary.reuse, err=True)
         for note in summary.notes:
             click.echo(f"note: {note}", err=True)
         click.echo(f"{summary.out}: wrote {summary.written} record(s) ({summary.pairs} pairs), skipped {summary.skipped} "

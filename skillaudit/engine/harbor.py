@@ -54,6 +54,8 @@ class HarborRun:
     jobs_dir: str | None = None  # default: <out>.harbor/
     job_name: str | None = None  # default: the out file's stem
     model_label: str | None = None
+    reuse: str | None = None  # an old log of this engine: re-run only the tasks whose skills changed
+    rerun_tasks: tuple[str, ...] | None = None  # set by the reuse plan: the with-skills job runs only these
 
     @property
     def jobs_path(self) -> Path:
@@ -64,7 +66,7 @@ class HarborRun:
         return self.job_name or Path(self.out).stem
 
     def job_name_of(self, side: str) -> str:
-        return f"{self.name}-{dict(SIDES)[side]}"
+        return f"{self.name}-{dict(SIDES)[side]}" + ("-reuse" if self.rerun_tasks is not None else "")
 
 
 def _dataset(spec: str, task_ids: Sequence[str]) -> dict[str, Any]:
@@ -106,7 +108,7 @@ def job_configs(run: HarborRun) -> dict[str, dict[str, Any]]:
             "n_concurrent_trials": run.n_concurrent,
             "environment": {"type": run.env},
             "agents": [{**agent, "skills": [str(skills.resolve())] if side == "enabled" else []}],
-            "datasets": [_dataset(run.dataset, run.task_ids)],
+            "datasets": [_dataset(run.dataset, run.rerun_tasks if run.rerun_tasks is not None else run.task_ids)],
         }
     return out
 
@@ -143,6 +145,90 @@ def write_configs(run: HarborRun) -> dict[str, Path]:
     return paths
 
 
+def skill_digest(folder: Path) -> str:
+    """A skill folder's content digest as Harbor writes it in a trial's lock.json: sha256 over every
+    file, in sorted relative-path order, of `path NUL sha256(content) NUL` ("sha256:<hex>")."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(f.relative_to(folder).as_posix().encode())
+        h.update(b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).hexdigest().encode())
+        h.update(b"\0")
+    return f"sha256:{h.hexdigest()}"
+
+
+def library_state(skills: str) -> tuple[dict[str, str], str]:
+    """({skill: Harbor digest}, catalog hash) of a skills folder: the catalog is what an agent that
+    lists skills sees of each (name and description)."""
+    import hashlib
+
+    from ..library import load_library
+
+    root = Path(skills)
+    digests = {d.name: skill_digest(d) for d in sorted(root.iterdir()) if (d / "SKILL.md").is_file()}
+    lib = load_library(skills)
+    catalog = hashlib.sha256("\0".join(f"{s.id}\0{s.description}" for s in lib).encode()).hexdigest()[:16]
+    return digests, catalog
+
+
+@dataclass
+class ReusePlan:
+    """Which tasks of an old log must run again with skills, and why; the records copied."""
+
+    copy: list[dict[str, Any]]
+    rerun: dict[str, str]  # task -> why
+    disabled_jobs: list[str]  # the old no-skills job folders the re-run trials pair with
+    total: int
+
+    def sentence(self) -> str:
+        whys: dict[str, int] = {}
+        for w in self.rerun.values():
+            whys[w] = whys.get(w, 0) + 1
+        why = "; ".join(f"{n} {w}" for w, n in sorted(whys.items())) or "nothing changed"
+        return f"re-ran {len(self.rerun)} of {self.total} tasks with skills ({why})"
+
+
+def plan_reuse(run: HarborRun) -> ReusePlan:
+    """Copy what cannot have changed: every without-skills record, and the with-skills records of a
+    task whose used skills (Harbor's digests) and catalog (names and descriptions) are unchanged."""
+    from .output import existing_records
+
+    old = Path(run.reuse or "")
+    if not old.is_file():
+        raise InputError(f"--reuse {old}: no such file")
+    digests, catalog = library_state(run.skills)
+    recs = [r for _, r in existing_records(old) if r.get("arm") is None]
+    rerun: dict[str, str] = {}
+    tasks: set[str] = set()
+    for r in recs:
+        task = str(r.get("task_id"))
+        tasks.add(task)
+        if r.get("condition") != "enabled":
+            continue
+        meta = r.get("meta") if isinstance(r.get("meta"), dict) else {}
+        logged = meta.get("skill_digests") if isinstance(meta.get("skill_digests"), dict) else None
+        used = [s for call in r.get("retrievals") or [] if isinstance(call, dict) for s in call.get("skills") or []
+                if isinstance(s, str)]
+        if r.get("error") is not None:
+            why = "error record"
+        elif logged is None:
+            why = "no skill digests logged"
+        elif meta.get("catalog_hash") != catalog:
+            why = "the catalog (names, descriptions) changed"
+        elif any(logged.get(s) != digests.get(s) for s in used):
+            why = "a skill it used changed"
+        else:
+            continue
+        rerun.setdefault(task, why)
+    copy = [r for r in recs if r.get("condition") != "enabled" or str(r.get("task_id")) not in rerun]
+    jobs = sorted({str(Path(str((r.get("meta") or {}).get("source"))).parent.parent) for r in recs
+                   if r.get("condition") == "disabled" and str(r.get("task_id")) in rerun
+                   and isinstance((r.get("meta") or {}).get("source"), str)})
+    return ReusePlan(copy=copy, rerun=rerun, disabled_jobs=jobs, total=len(tasks))
+
+
 @dataclass
 class HarborSummary:
     out: str
@@ -154,6 +240,7 @@ class HarborSummary:
     pairs: int = 0
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    reuse: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "skillaudit.harbor-run/v1", **self.__dict__}
@@ -190,6 +277,8 @@ def run_harbor(run: HarborRun, *, dry_run: bool = False, quiet: bool = False,
     """Run (or with `dry_run` only write and print) the two jobs, then import and pair their trials
     into `run.out`; an infrastructure failure of Harbor itself is an error, never a wrong answer."""
     say = say or (lambda _m: None)
+    if run.reuse:
+        return _run_reuse(run, dry_run=dry_run, quiet=quiet, say=say)
     paths = write_configs(run)
     harbor = find_harbor()
     cmds = commands(run, paths, harbor or "harbor")
@@ -203,7 +292,16 @@ def run_harbor(run: HarborRun, *, dry_run: bool = False, quiet: bool = False,
     if harbor is None:
         raise HarnessError(INSTALL_HINT)
     t0 = time.monotonic()
-    for side, _ in SIDES:
+    _run_jobs(run, cmds, [s for s, _ in SIDES], harbor, quiet, say, summary)
+    _import_jobs(run, summary)
+    summary.wall_s = time.monotonic() - t0
+    return summary
+
+
+def _run_jobs(run: HarborRun, cmds: dict[str, list[str]], sides: list[str], harbor: str, quiet: bool,
+              say: Callable[[str], None], summary: HarborSummary) -> None:
+    """Run each side's job with Harbor's CLI, reporting every trial as it finishes."""
+    for side in sides:
         folder = run.jobs_path / run.job_name_of(side)
         seen: set[str] = set()
         stop = threading.Event()
@@ -223,9 +321,77 @@ def run_harbor(run: HarborRun, *, dry_run: bool = False, quiet: bool = False,
             raise HarnessError(f"harbor ({side} job) exited {proc.returncode}: {tail or 'no output'}; job folder "
                                f"{folder}")
         summary.trials_done += len(seen)
-    _import_jobs(run, summary)
+
+
+def _run_reuse(run: HarborRun, *, dry_run: bool, quiet: bool, say: Callable[[str], None]) -> HarborSummary:
+    """`--reuse OLD`: copy what cannot have changed into `run.out` (a new file), run the with-skills
+    job over the changed tasks only, pair its trials with the old no-skills trials."""
+    from .._io import atomic_write_bytes
+    from .output import Writer, existing_records, record_key
+
+    out = Path(run.out)
+    if out.exists() and out.resolve() == Path(run.reuse or "").resolve():
+        raise InputError("--reuse: --out must be a new file, not the old log")
+    plan = plan_reuse(run)
+    rerun_run = HarborRun(**{**run.__dict__, "rerun_tasks": tuple(sorted(plan.rerun))})
+    summary = HarborSummary(out=run.out, reuse=plan.sentence(),
+                            jobs={"enabled": str(rerun_run.jobs_path / rerun_run.job_name_of("enabled"))})
+    if dry_run:
+        say(plan.sentence())
+        if plan.rerun:
+            paths = write_configs(rerun_run)
+            say(" ".join(_quote(c) for c in commands(rerun_run, paths, find_harbor() or "harbor")["enabled"]))
+        return summary
+    have = {record_key(r) for _, r in existing_records(out)}
+    add = [r for r in plan.copy if record_key(r) not in have]
+    if add:
+        import orjson
+
+        old_bytes = out.read_bytes() if out.exists() else b""
+        atomic_write_bytes(out, old_bytes + b"".join(orjson.dumps(r) + b"\n" for r in add))
+    summary.skipped = len(plan.copy) - len(add)
+    if not plan.rerun:
+        summary.written = len(add)
+        return summary
+    harbor = find_harbor()
+    if harbor is None:
+        raise HarnessError(INSTALL_HINT)
+    if not plan.disabled_jobs or not all(Path(j).is_dir() for j in plan.disabled_jobs):
+        raise InputError(f"--reuse {run.reuse}: the old no-skills job folders the re-run tasks pair with are gone "
+                         f"({', '.join(plan.disabled_jobs) or 'none logged'})")
+    t0 = time.monotonic()
+    paths = write_configs(rerun_run)
+    _run_jobs(rerun_run, commands(rerun_run, paths, harbor), ["enabled"], harbor, quiet, say, summary)
+    from ..importers.harbor import import_harbor
+
+    records, report = import_harbor(enabled=[str(rerun_run.jobs_path / rerun_run.job_name_of("enabled"))],
+                                    disabled=plan.disabled_jobs, model=run.model_label, offered=run.skills)
+    _stamp(records, run.skills)
+    have = {record_key(r) for _, r in existing_records(out)}
+    new = [r for r in records if r["condition"] == "enabled" and r["task_id"] in plan.rerun
+           and record_key(r) not in have]
+    writer = Writer(out)
+    try:
+        for r in new:
+            writer.write(r)
+    finally:
+        writer.close()
+    summary.written = len(add) + len(new)
+    summary.pairs = report.pairs
+    summary.notes = list(report.notes)
     summary.wall_s = time.monotonic() - t0
     return summary
+
+
+def _stamp(records: list[dict[str, Any]], skills: str) -> None:
+    """What `--reuse` compares, on each with-skills record: the catalog hash, and the injected skills'
+    digests where the trial's lock.json gave none (Harbor's digest of the skills folder given)."""
+    digests, catalog = library_state(skills)
+    for r in records:
+        if r["condition"] == "enabled":
+            meta = r.setdefault("meta", {})
+            meta["catalog_hash"] = catalog
+            meta.setdefault("skill_digests", dict(digests))
 
 
 def _quote(word: str) -> str:
@@ -246,6 +412,7 @@ def _import_jobs(run: HarborRun, summary: HarborSummary) -> None:
             raise HarnessError(f"harbor wrote no job folder {folder}")
     records, report = import_harbor(enabled=[str(enabled)], disabled=[str(disabled)], model=run.model_label,
                                     offered=run.skills)
+    _stamp(records, run.skills)
     summary.pairs = report.pairs
     summary.notes = list(report.notes)
     summary.errors = sum(1 for u in report.unpaired if "error record" in u.reason)
