@@ -191,8 +191,12 @@ class ChatClient:
 
 
 # ---- tool calls written in text -----------------------------------------------------------------
-_TAG_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
-_FUNCS_RE = re.compile(r"functions\.(\w+):\s*(\{.*\})?", re.S)
+_TAG_RE = re.compile(r"<tool_call>\s*+(.*?)\s*(?:</tool_call>|\Z)", re.S)
+_FUNCS_RE = re.compile(r"functions\.(\w+):\s*+")
+#: what is parsed of a reply for tool calls (characters) and how many calls or JSON objects at
+#: most: a call is a short object near the start, so a hostile reply costs a bounded scan
+MAX_TOOL_TEXT = 256_000
+MAX_TOOL_CALLS = 32
 
 
 @dataclass
@@ -205,21 +209,33 @@ class ToolCall:
     id: str | None = None
 
 
-def _json_objects(text: str) -> list[Any]:
-    """Top-level JSON objects found in text, in order."""
+def _json_objects(text: str, limit: int = MAX_TOOL_CALLS) -> list[Any]:
+    """Top-level JSON objects found in text, in order: at most `limit` of them, after at most
+    `limit` failed starts (each a scan of the rest), so the cost is bounded by `limit` scans. A
+    document too deep to decode is not JSON."""
     dec = json.JSONDecoder()
-    out, i = [], 0
-    while True:
+    out, i, failed = [], 0, 0
+    while len(out) < limit and failed < limit:
         i = text.find("{", i)
         if i < 0:
             return out
         try:
             obj, end = dec.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):
+            failed += 1
             i += 1
             continue
         out.append(obj)
         i = end
+    return out
+
+
+def _loads(text: str) -> Any:
+    """`json.loads`, with a document too deep to decode as not JSON (ValueError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _call_from_obj(obj: Any, raw: str) -> ToolCall | None:
@@ -233,7 +249,7 @@ def _call_from_obj(obj: Any, raw: str) -> ToolCall | None:
     args = obj.get("arguments", obj.get("parameters", obj.get("args")))
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            args = _loads(args)
         except ValueError:
             args = None
     return ToolCall(str(name), args, raw)
@@ -244,26 +260,36 @@ def parse_text_tool_calls(text: str) -> list[ToolCall]:
     or a bare JSON object naming `search_skills`. A `<tool_call>` that is not JSON is returned
     with `name=None` (a malformed call)."""
     calls: list[ToolCall] = []
+    text = text[:MAX_TOOL_TEXT]
     if "<tool_call>" in text:
-        for body in _TAG_RE.findall(text):
+        for n, m in enumerate(_TAG_RE.finditer(text)):
+            if n >= MAX_TOOL_CALLS:
+                break
+            body = m.group(1)
             objs = _json_objects(body)
             start = body.find("{")
             if start >= 0 and (not objs or _call_from_obj(objs[0], body) is None):
                 # a call cut short by one or two closing braces is repaired
                 for tail in ("", "}", "}}", '"}}'):
                     try:
-                        objs = [json.loads(body[start:].rstrip() + tail)]
+                        objs = [_loads(body[start:].rstrip() + tail)]
                         break
                     except ValueError:
                         continue
             call = _call_from_obj(objs[0], body) if objs else None
             calls.append(call or ToolCall(None, None, body))
         return calls
-    for name, body in _FUNCS_RE.findall(text):
-        args = None
-        if body:
-            objs = _json_objects(body)
-            args = objs[0] if objs else None
+    dec = json.JSONDecoder()
+    for n, m in enumerate(_FUNCS_RE.finditer(text)):
+        if n >= MAX_TOOL_CALLS:
+            break
+        name, args, body = m.group(1), None, ""
+        if text.startswith("{", m.end()):
+            try:
+                args, end = dec.raw_decode(text, m.end())
+                body = text[m.end():end]
+            except (ValueError, RecursionError):
+                args = None
         calls.append(ToolCall(name, args, f"functions.{name}: {body}"))
     if calls:
         return calls
@@ -405,10 +431,14 @@ def _model_turn(client: ChatClient, cfg: AgentConfig, task, messages: list[dict[
         args = fn.get("arguments")
         if isinstance(args, str):
             try:
-                args = json.loads(args)
+                args = _loads(args)
             except ValueError:
                 args = None
-        calls_found.append(ToolCall(fn.get("name"), args, json.dumps(fn), tc.get("id")))
+        try:
+            raw = json.dumps(fn)
+        except (RecursionError, TypeError, ValueError):
+            raw = "<a tool call too deep to write back>"
+        calls_found.append(ToolCall(fn.get("name"), args, raw, tc.get("id")))
     if not calls_found and enabled:
         if cfg.tool_mode in ("text", "chatml") and ep.finish_reason == "stop" and "<tool_call>" in content \
                 and "</tool_call>" not in content:

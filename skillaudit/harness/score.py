@@ -456,12 +456,33 @@ _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.
 _KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+#: the longest reply whose code is parsed (characters; SKILLAUDIT_MAX_REPLY_CHARS raises it); a longer
+#: one is scored a failure, with the reason, before any parse: an answer is code for one function
+MAX_CODE_CHARS = 200_000
+
+
+def max_code_chars() -> int:
+    import os
+
+    try:
+        v = int(os.environ.get("SKILLAUDIT_MAX_REPLY_CHARS", ""))
+    except ValueError:
+        return MAX_CODE_CHARS
+    return v if v > 0 else MAX_CODE_CHARS
+
+
+class ReplyTooLarge(ValueError):
+    """A reply over a parsing cap: scored a failure (the reason is the message), never an error."""
+
+
 def _parse_prefix(code: str) -> ast.Module | None:
+    """The longest parseable prefix (of the last 30 line cuts); None when none parses. A parse that
+    fails on the input's shape (too deep: RecursionError, MemoryError) is unparseable code."""
     lines = code.splitlines()
     for cut in range(len(lines), max(len(lines) - 30, 0), -1):
         try:
             return ast.parse("\n".join(lines[:cut]))
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
     return None
 
@@ -470,8 +491,13 @@ def extract_code(text: str) -> str:
     """The definitions (imports, functions, classes, simple constants) in a model's answer.
 
     Looks in fenced code blocks (else the raw text), drops test calls, prints and asserts, and
-    tolerates an answer cut off by `max_tokens` by parsing the longest valid prefix.
+    tolerates an answer cut off by `max_tokens` by parsing the longest valid prefix. A reply over
+    `MAX_CODE_CHARS` raises `ReplyTooLarge` (scored a failure by the caller).
     """
+    cap = max_code_chars()
+    if len(text) > cap:
+        raise ReplyTooLarge(f"the reply is {len(text):,} characters, over the {cap:,} whose code is parsed "
+                            "(SKILLAUDIT_MAX_REPLY_CHARS)")
     blocks = [b for lang, b in _FENCE_RE.findall(text) if lang.lower() in ("", "python", "py", "python3")]
     if not blocks:
         blocks = [text]
@@ -486,8 +512,19 @@ def extract_code(text: str) -> str:
                 and all(isinstance(t, ast.Name) and t.id.isupper() for t in
                         (node.targets if isinstance(node, ast.Assign) else [node.target]))
             ):
-                kept.append(ast.unparse(node))
+                try:
+                    kept.append(ast.unparse(node))
+                except (RecursionError, MemoryError, ValueError):
+                    continue  # a node too deep to write back: not code the sandbox could run either
     return "\n\n".join(kept)
+
+
+def code_or_failure(answer_text: str) -> tuple[str, Score | None]:
+    """(the answer's code, None), or ("", a failed Score) when the reply is over the code cap."""
+    try:
+        return extract_code(answer_text), None
+    except ReplyTooLarge as exc:
+        return "", Score(False, str(exc))
 
 
 # ---- MBPP+ ---------------------------------------------------------------------------------------
@@ -495,7 +532,9 @@ def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Li
     """Run the extracted code on MBPP+ base and plus inputs; correct only if every test passes."""
     from .tasks import mbpp_deserialize_inputs
 
-    code = extract_code(answer_text)
+    code, too_large = code_or_failure(answer_text)
+    if too_large is not None:
+        return too_large, code
     if not code.strip():
         return Score(False, "no code in the answer"), code
     entry = task.data["entry_point"]
@@ -708,7 +747,9 @@ def score_humaneval(task, answer_text: str, limits: Limits = Limits()) -> tuple[
     answer on those arguments only (`run_calls`: its process holds no test and no expected value);
     step 3, without the answer's code, replays the outputs through check() and decides.
     """
-    code = extract_code(answer_text)
+    code, too_large = code_or_failure(answer_text)
+    if too_large is not None:
+        return too_large, code
     entry = task.data["entry_point"]
     prompt = task.data["signature_prompt"]
     if f"def {entry}" not in code:
@@ -767,15 +808,21 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+# possessive quantifiers (`*+`): white space is taken once, never given back, so a reply of
+# "answer:" and 300k newlines is one linear scan, not a quadratic backtrack
+_HASHES_RE = re.compile(r"####\s*+([^\n]+)")
+_ANSWER_IS_RE = re.compile(r"answer\s*+(?:is|:)\s*+\$?+\s*+([^\n$]+)", re.I)
+
+
 def extract_math_answer(text: str) -> str | None:
     """`\\boxed{}` first, then `#### N`, then "answer is X", then the last number in the text."""
     boxed = last_boxed(text)
     if boxed:
         return boxed
-    m = re.findall(r"####\s*([^\n]+)", text)
+    m = _HASHES_RE.findall(text)
     if m:
         return m[-1].strip()
-    m = re.findall(r"answer\s*(?:is|:)\s*\$?\s*([^\n$]+)", text, re.I)
+    m = _ANSWER_IS_RE.findall(text)
     if m:
         nums = _NUM_RE.findall(m[-1])
         return nums[0] if nums else m[-1].strip().rstrip(".")

@@ -265,12 +265,15 @@ def normalize(text: str) -> str:
     return " ".join(text.lower().translate(_PUNCT).split())
 
 
+_FINAL_RE = re.compile(r"(?i)\b(?:final\s++)?answer\s*+(?:is\s*+:?+|:)\s*+([^\n]+)")  # possessive: linear
+
+
 def final_answer(text: str) -> str:
     """The reply's final answer: `\\boxed{}`, else an `answer: X` line, else the last non-empty line."""
     boxed = _score.last_boxed(text)
     if boxed:
         return boxed
-    m = re.findall(r"(?i)\b(?:final\s+)?answer\s*(?:is\s*:?|:)\s*([^\n]+)", text)
+    m = _FINAL_RE.findall(text)
     if m:
         return m[-1].strip()
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
@@ -310,7 +313,9 @@ def score_answer(task: Task, reply: str) -> tuple[Score, str]:
 def score_tests(task: Task, reply: str, limits: Limits) -> tuple[Score, str]:
     """Run the entry-point calls on the answer's code in the sandbox, then the assertions here."""
     d = task.data
-    code = _score.extract_code(reply)
+    code, too_large = _score.code_or_failure(reply)
+    if too_large is not None:
+        return too_large, code
     if not code.strip():
         return Score(False, "no code in the answer"), code
     inputs = {"t": [list(a) for a in d["calls"]]}
