@@ -112,3 +112,77 @@ def test_a_hostile_reply_is_scored_a_failure_and_the_run_goes_on(tmp_path):
     assert len(recs) == 2 * len(GSM8K_ROWS) and all(r["error"] is None for r in recs)
     hostile = next(r for r in recs if r["condition"] == "disabled" and r["task_id"] == "gsm8k/0")
     assert hostile["correct"] is False
+
+
+# ---------------------------------------------------------------- task files and user regexes (step 2)
+def _cli(args: list[str], tmp_path: Path, env: dict | None = None):
+    import os
+
+    from test_documents import cli
+
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        return cli(args, tmp_path)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.mark.parametrize("name,content,needle", [
+    ("deep.jsonl", '{"id": "t", "prompt": "p", "answer": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+     "deep.jsonl:1: nested deeper than 100 levels"),
+    ("deep.yaml", "- " + "[" * 20_000 + "]" * 20_000 + "\n", "deep.yaml: nested too deeply to be a task file"),
+    ("laughs.yaml", "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+     + "tasks: [{id: t, prompt: *i, answer: '1', match: exact}]\n", "laughs.yaml: YAML aliases are not allowed"),
+    ("unary.jsonl", json.dumps({"id": "t", "prompt": "p", "entry_point": "f",
+                                "tests": ["assert f(1) == " + "-" * 100_000 + "1"]}) + "\n",
+     "unary.jsonl:1: `tests`: an assertion nested too deeply to parse"),
+])
+def test_hostile_task_files_are_one_line(tmp_path, name, content, needle):
+    """A task file 100k deep (JSON), 20k deep (YAML), a billion-laughs YAML, an assertion whose parse
+    overflows: one line naming the file (and line), exit 2, within 5 s and 500 MB."""
+    from test_documents import assert_one_line_exit_2
+
+    path = tmp_path / name
+    path.write_text(content)
+    skills = tmp_path / "skills" / "a"
+    skills.mkdir(parents=True)
+    (skills / "SKILL.md").write_text("---\nname: a\ndescription: d\n---\nbody\n")
+    res = _cli(["run", "--tasks", str(path), "--agent", "nowhere:agent", "--skills", str(tmp_path / "skills"),
+                "--out", str(tmp_path / "o.jsonl")], tmp_path)
+    assert_one_line_exit_2(res, needle)
+
+
+def test_an_oversized_task_file_is_refused_before_it_is_read(tmp_path):
+    """A task file over SKILLAUDIT_MAX_DOCUMENT_MB (a 3 GB sparse file here) is one line, not an OOM."""
+    from test_documents import assert_one_line_exit_2
+
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as fh:
+        fh.truncate(3 << 30)
+    res = _cli(["run", "--tasks", str(big), "--agent", "nowhere:agent", "--skills", str(tmp_path),
+                "--out", str(tmp_path / "o.jsonl")], tmp_path)
+    assert_one_line_exit_2(res, "big.jsonl: larger than 128 MiB")
+
+
+def test_a_users_regex_runs_with_a_timeout():
+    """A catastrophic pattern of the task file's own on an attacker's reply: a scored failure after
+    about a second, with the reason, never a hang."""
+    import time
+
+    from skillaudit.harness.taskfile import score_answer
+    from skillaudit.harness.tasks import Task
+
+    task = Task("t", "tasks", "p", {"kind": "answer", "answer": r"(a|aa)+$", "match": "regex"})
+    t = time.perf_counter()
+    score, _ = score_answer(task, "a" * 60 + "!")
+    assert time.perf_counter() - t < 10
+    assert not score.correct and score.reason == "the regex /(a|aa)+$/ took over 1 s on the reply: no match"
+    ok, _ = score_answer(Task("t", "tasks", "p", {"kind": "answer", "answer": r"\bforty[- ]two\b", "match": "regex"}),
+                         "it is forty-two")
+    assert ok.correct

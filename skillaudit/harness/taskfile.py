@@ -59,10 +59,11 @@ def _where(path: Path, line: int) -> str:
 
 def _read_rows(path: Path) -> list[tuple[int, Any]]:
     """(line, row) of every task in a JSON Lines or YAML file."""
+    from .._documents import max_nesting, read_document_bytes
+
+    raw = read_document_bytes(path)  # bounded: SKILLAUDIT_MAX_DOCUMENT_MB, regular file or stream
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -70,7 +71,11 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
 
         try:
             node = yaml.compose(text, Loader=yaml.SafeLoader)
+            if _has_alias(node):
+                raise InputError(f"{path}: YAML aliases are not allowed in a task file (write each value out)")
             data = yaml.safe_load(text)
+        except RecursionError:
+            raise InputError(f"{path}: nested too deeply to be a task file") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark is not None else 1
@@ -85,11 +90,35 @@ def _read_rows(path: Path) -> list[tuple[int, Any]]:
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        if max_nesting(line.encode()) > MAX_TASK_DEPTH:
+            raise InputError(f"{path}:{lineno}: nested deeper than {MAX_TASK_DEPTH} levels")
         try:
             rows.append((lineno, json.loads(line)))
         except ValueError as exc:
             raise InputError(f"{path}:{lineno}: not valid JSON ({exc})") from None
     return rows
+
+
+MAX_TASK_DEPTH = 100  # a task is a flat object; deeper JSON is refused before it is parsed
+
+
+def _has_alias(node: Any) -> bool:
+    """Whether a composed YAML node graph shares a node (an alias: `*name`), walked iteratively
+    (the graph of a billion-laughs document is small; its expansion is not)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is None:
+            continue
+        if id(n) in seen:
+            return True
+        seen.add(id(n))
+        value = getattr(n, "value", None)
+        if isinstance(value, list):
+            for item in value:
+                stack.extend(item if isinstance(item, tuple) else (item,))
+    return False
 
 
 def parse_tests(tests: Any, entry: str | None, where: str) -> tuple[list[str], list[TestCall], str]:
@@ -106,6 +135,8 @@ def parse_tests(tests: Any, entry: str | None, where: str) -> tuple[list[str], l
             tree = ast.parse(t.strip())
         except SyntaxError as exc:
             raise InputError(f"{where}: `tests`: not Python: {t[:80]!r} ({exc.msg})") from None
+        except (RecursionError, MemoryError, ValueError):
+            raise InputError(f"{where}: `tests`: an assertion nested too deeply to parse: {t[:80]!r}") from None
         if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
             raise InputError(f"{where}: `tests`: each entry must be one `assert` statement: {t[:80]!r}")
         parsed.append(tree)
@@ -126,7 +157,7 @@ def parse_tests(tests: Any, entry: str | None, where: str) -> tuple[list[str], l
                 raise InputError(f"{where}: `tests`: call {entry}() with positional arguments only")
             try:
                 args = tuple(ast.literal_eval(a) for a in node.args)
-            except (ValueError, SyntaxError, TypeError):
+            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
                 raise InputError(f"{where}: `tests`: the arguments of {entry}() must be literals: "
                                  f"{ast.unparse(node)[:80]!r}") from None
             calls.append(TestCall(args))
@@ -227,8 +258,8 @@ def load_task_file(path: str | Path, label: str | None = None) -> list[Task]:
             data.update(answer=str(ans), match=match)
             if match == "regex":
                 try:
-                    re.compile(str(ans))
-                except re.error as exc:
+                    _regex().compile(str(ans))
+                except (re.error, _regex().error) as exc:
                     raise InputError(f"{where}: `answer` is not a valid regex ({exc})") from None
             if match == "number":
                 if _number(str(ans)) is None:
@@ -268,6 +299,17 @@ def normalize(text: str) -> str:
 _FINAL_RE = re.compile(r"(?i)\b(?:final\s++)?answer\s*+(?:is\s*+:?+|:)\s*+([^\n]+)")  # possessive: linear
 
 
+#: seconds a task file's own regex may take on one reply (the `regex` package's timeout)
+REGEX_TIMEOUT_S = 1.0
+
+
+def _regex() -> Any:
+    """The `regex` package (the harness extra): `re`'s syntax, with a timeout on each match."""
+    from ..errors import require
+
+    return require("regex", "harness")
+
+
 def final_answer(text: str) -> str:
     """The reply's final answer: `\\boxed{}`, else an `answer: X` line, else the last non-empty line."""
     boxed = _score.last_boxed(text)
@@ -293,7 +335,11 @@ def score_answer(task: Task, reply: str) -> tuple[Score, str]:
     d = task.data
     gold, match = d["answer"], d["match"]
     if match == "regex":
-        ok = re.search(gold, reply) is not None
+        try:  # the user's pattern, on a reply an attacker writes: with a time limit
+            ok = _regex().search(gold, reply, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            return Score(False, f"the regex /{gold[:80]}/ took over {REGEX_TIMEOUT_S:g} s on the reply: no match"), \
+                reply.strip()[:1000]
         return Score(ok, "passed" if ok else f"no match for /{gold}/"), reply.strip()
     pred = final_answer(reply)
     if match == "exact":
