@@ -232,13 +232,43 @@ def _yaml_load(text: str) -> Any:
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
-def _read_regular(fd: int) -> bytes | None:
-    """The bytes of open file `fd`, None when it is not a regular file."""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+DEFAULT_MAX_SKILL_MB = 4
+
+
+def max_skill_bytes() -> int:
+    """The largest SKILL.md (or JSON Lines skill record) read: SKILLAUDIT_MAX_SKILL_MB, default 4 MiB.
+    A skill is a page of procedure; a larger file is reported and skipped, never read into memory."""
+    try:
+        mb = float(os.environ.get("SKILLAUDIT_MAX_SKILL_MB", "") or DEFAULT_MAX_SKILL_MB)
+    except ValueError:
+        mb = DEFAULT_MAX_SKILL_MB
+    return int((mb if mb > 0 else DEFAULT_MAX_SKILL_MB) * 1024 * 1024)
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _too_big_problem(where: str, cap: int) -> Problem:
+    return Problem(where, f"larger than {cap / 1048576:g} MiB: not read (a skill is a page of procedure; "
+                          "SKILLAUDIT_MAX_SKILL_MB raises the limit)")
+
+
+def _read_regular(fd: int, cap: int | None = None) -> bytes | None:
+    """The bytes of open file `fd`, None when it is not a regular file; `_TooBig` past `cap` bytes
+    (its size is checked first, and at most cap + 1 bytes are read)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         return None
-    chunks = []
+    cap = max_skill_bytes() if cap is None else cap
+    if st.st_size > cap:
+        raise _TooBig
+    chunks, total = [], 0
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
+        total += len(chunk)
+        if total > cap:  # grew while being read
+            raise _TooBig
     return b"".join(chunks)
 
 
@@ -256,6 +286,8 @@ def _parse_skill_md(where: str, folder: str | None) -> tuple[Skill | None, list[
         return None, [Problem(where, f"cannot read: {exc.strerror or exc}")]
     try:
         raw = _read_regular(fd)
+    except _TooBig:
+        return None, [_too_big_problem(where, max_skill_bytes())]
     except OSError as exc:
         return None, [Problem(where, f"cannot read: {exc.strerror or exc}")]
     finally:
@@ -341,13 +373,30 @@ def _scan_folder(root: Path) -> Iterator[tuple[Skill | None, list[Problem]]]:
 
 
 def _scan_jsonl(path: Path) -> Iterator[tuple[Skill | None, list[Problem]]]:
+    from ._documents import max_document_bytes
+
     try:
         fh = path.open("rb")
     except OSError as exc:
         raise LibraryError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    cap, line_cap = max_document_bytes(), max_skill_bytes()
     with fh:
-        for lineno, line in enumerate(fh, 1):
+        size = os.fstat(fh.fileno()).st_size
+        if size > cap:
+            raise LibraryError(f"{path}: larger than {cap / 1048576:g} MiB; if it is meant to be read, raise the "
+                               "limit with SKILLAUDIT_MAX_DOCUMENT_MB")
+        lineno = 0
+        while True:
+            line = fh.readline(line_cap + 1)  # a line is read at most to the cap: no 6 GB line in memory
+            if not line:
+                break
+            lineno += 1
             where = f"{path}:{lineno}"
+            if len(line) > line_cap and not line.endswith(b"\n"):
+                yield None, [_too_big_problem(where, line_cap)]
+                while line and not line.endswith(b"\n"):  # skip the rest of the line, in bounded reads
+                    line = fh.readline(1 << 20)
+                continue
             if not line.strip():
                 continue
             try:

@@ -17,12 +17,39 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 RUN = """
-import json, resource, sys, time
+import json, sys, time
 t = time.perf_counter()
 {code}
-print(json.dumps({{"s": time.perf_counter() - t, "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "out": out}}))
+print(json.dumps({{"s": time.perf_counter() - t, "out": out}}))
 """
+
+# The case runs in a process forked from a small launcher, which reports the case's peak RSS from
+# wait4: Linux carries a forked process's parent's RSS high-water mark through exec, so a process
+# started from pytest (which holds torch) would report pytest's peak instead of its own.
+LAUNCHER = """
+import json, os, sys
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.dup2(w, 1)
+    os.execv(sys.executable, [sys.executable, "-c", sys.argv[1]])
+os.close(w)
+out = b""
+while chunk := os.read(r, 65536):
+    out += chunk
+_, status, usage = os.wait4(pid, 0)
+res = json.loads(out.decode().strip().splitlines()[-1]) if out.strip() else {}
+print(json.dumps({**res, "rc": os.waitstatus_to_exitcode(status), "mb": usage.ru_maxrss / 1024}))
+"""
+
+
+def run_case(code: str) -> dict:
+    p = subprocess.run([sys.executable, "-c", LAUNCHER, RUN.format(code=code)], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["rc"] == 0, p.stderr[-2000:]
+    return got
 
 CASES = {
     "math answer after 300k newlines": (
@@ -53,10 +80,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_hostile_reply_is_bounded(case):
     code, want = CASES[case]
-    p = subprocess.run([sys.executable, "-c", RUN.format(code=code)], capture_output=True, text=True, timeout=60,
-                       cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-2000:]
-    got = json.loads(p.stdout.strip().splitlines()[-1])
+    got = run_case(code)
     assert got["s"] < 5 and got["mb"] < 500, got
     if want is not None:
         assert got["out"] == want
@@ -186,3 +210,57 @@ def test_a_users_regex_runs_with_a_timeout():
     ok, _ = score_answer(Task("t", "tasks", "p", {"kind": "answer", "answer": r"\bforty[- ]two\b", "match": "regex"}),
                          "it is forty-two")
     assert ok.correct
+
+
+# ---------------------------------------------------------------- SKILL.md and agent-log caps (step 3)
+def test_huge_skill_files_are_skipped_with_a_line_not_read(tmp_path):
+    """A 6 GB sparse SKILL.md and a 100 MB one of short lines, beside a good skill: each is reported
+    (file, 'larger than 4 MiB: not read') and skipped; the good skill loads; any command with
+    --skills stays within 5 s and 500 MB."""
+    from test_documents import cli
+
+    lib = tmp_path / "skills"
+    for name in ("good", "sparse", "lines"):
+        (lib / name).mkdir(parents=True)
+    (lib / "good" / "SKILL.md").write_text("---\nname: good\ndescription: fine\n---\nbody\n")
+    with (lib / "sparse" / "SKILL.md").open("wb") as fh:
+        fh.truncate(6 << 30)
+    with (lib / "lines" / "SKILL.md").open("w") as fh:
+        fh.write("---\nname: lines\ndescription: d\n---\n")
+        fh.write("a line\n" * ((100 << 20) // 7))
+    _code, err, cpu, rss = cli(["validate", "--skills", str(lib)], tmp_path)
+    assert cpu < 5 and rss < 500, (cpu, rss)
+    assert "sparse/SKILL.md: larger than 4 MiB: not read" in err + (tmp_path / "cli.out").read_text()
+    assert "lines/SKILL.md: larger than 4 MiB: not read" in err + (tmp_path / "cli.out").read_text()
+    from skillaudit.library import load_library
+
+    assert load_library(lib).ids == ("good",)
+
+
+def test_a_jsonl_library_with_a_huge_line_reports_that_line(tmp_path, monkeypatch):
+    from skillaudit.library import load_library
+
+    monkeypatch.setenv("SKILLAUDIT_MAX_SKILL_MB", "1")
+    lib = tmp_path / "lib.jsonl"
+    lib.write_text(json.dumps({"id": "a", "description": "d", "body": "x" * (2 << 20)}) + "\n"
+                   + json.dumps({"id": "b", "description": "d", "body": "ok"}) + "\n")
+    loaded = load_library(lib)
+    assert loaded.ids == ("b",)
+    assert any("lib.jsonl:1: larger than 1 MiB: not read" in w for w in loaded.warnings)
+
+
+def test_a_long_agent_log_is_streamed(tmp_path):
+    """A 40 MB Claude Code log of tool outputs is read in bounded memory (in its own process):
+    only the init, tool_use and result lines are parsed; the skill used at the end is seen."""
+    path = tmp_path / "claude-code.txt"
+    with path.open("w") as fh:
+        fh.write(json.dumps({"type": "system", "subtype": "init", "skills": ["pdf"]}) + "\n")
+        line = json.dumps({"type": "user", "message": {"content": [{"type": "tool_result", "content": "x" * 2000}]}})
+        fh.write((line + "\n") * 20_000)
+        fh.write(json.dumps({"type": "assistant", "message": {"content": [
+            {"type": "tool_use", "name": "Skill", "input": {"skill": "pdf"}}]}}) + "\n")
+        fh.write('{"type":"result","subtype":"success"}\n')
+    code = ("from skillaudit.importers.trajectories.claude_code import read_claude_code as f\n"
+            f"traj = f({str(path)!r})\nout = [list(traj.used), traj.complete]")
+    got = run_case(code)
+    assert got["out"] == [["pdf"], True] and got["s"] < 5 and got["mb"] < 150, got

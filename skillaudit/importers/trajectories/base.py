@@ -2,9 +2,46 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ...errors import InputError
 from ._rules import Uses
+
+#: the longest line of a JSON Lines agent log that is parsed; a longer one (a tool output pasted
+#: whole) is skipped in bounded reads, never held in memory
+MAX_LOG_LINE = 4 << 20
+
+
+def log_lines(path: str) -> Iterator[bytes]:
+    """The lines of an agent's JSON Lines log, streamed: the file is checked against the document
+    cap (SKILLAUDIT_MAX_DOCUMENT_MB) first, must be a regular file, and a line over MAX_LOG_LINE is
+    skipped; InputError (one line) when it cannot be read."""
+    from ..._documents import max_document_bytes
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{path}: not a regular file")
+        cap = max_document_bytes()
+        if st.st_size > cap:
+            raise InputError(f"{path}: larger than {cap / 1048576:g} MiB; if it is meant to be read, raise the "
+                             "limit with SKILLAUDIT_MAX_DOCUMENT_MB")
+        while True:
+            line = fh.readline(MAX_LOG_LINE + 1)
+            if not line:
+                return
+            if len(line) > MAX_LOG_LINE and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):
+                    line = fh.readline(1 << 20)
+                continue
+            yield line
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import orjson
 
-from .._common import read_bytes
+from ...errors import InputError
 from ._rules import Uses
-from .base import Trajectory
+from .base import Trajectory, log_lines
 
 FORMAT = "Claude Code stream-json"
 
 
 def read_claude_code(path: str) -> Trajectory:
-    data = read_bytes(path)
     uses = Uses()
     init = final = False
-    for line in data.splitlines():
-        line = line.strip()
+    try:
+        lines = list(_lines(path))
+    except InputError as exc:
+        return Trajectory(source=path, problem=str(exc))
+    for line in lines:
         if line.startswith((b'{"type":"result"', b'{"type": "result"')):
             final = True
             continue
@@ -48,3 +50,12 @@ def read_claude_code(path: str) -> Trajectory:
     if not init:
         return Trajectory(source=path, problem=f"{path}: no Claude Code init line (stream-json) found")
     return Trajectory.of(uses, path, FORMAT, complete=final)
+
+
+def _lines(path: str):
+    """The lines that can say something of skill use (init, tool_use, result), streamed: the rest
+    of a long log (tool outputs) is never parsed or kept."""
+    for raw in log_lines(path):
+        line = raw.strip()
+        if line.startswith((b'{"type":"result"', b'{"type": "result"')) or b'"init"' in line or b'"tool_use"' in line:
+            yield line

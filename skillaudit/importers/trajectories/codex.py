@@ -14,20 +14,24 @@ from __future__ import annotations
 
 import orjson
 
-from .._common import read_bytes
+from ...errors import InputError
 from ._rules import Uses
-from .base import Trajectory
+from .base import Trajectory, log_lines
 
 FORMAT = "Codex exec --json"
 
 
 def read_codex(path: str) -> Trajectory:
-    data = read_bytes(path)
     uses = Uses()
     events = 0
     done = False
-    for line in data.splitlines():
-        line = line.strip()
+    try:
+        # streamed: only the lines that can say something are kept (events are counted as seen)
+        lines = [ln.strip() for ln in log_lines(path)
+                 if b'"item.completed"' in ln or b'"turn.' in ln or b'"thread.' in ln]
+    except InputError as exc:
+        return Trajectory(source=path, problem=str(exc))
+    for line in lines:
         if not line.startswith(b"{"):
             continue
         try:
