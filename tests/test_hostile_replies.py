@@ -264,3 +264,51 @@ def test_a_long_agent_log_is_streamed(tmp_path):
             f"traj = f({str(path)!r})\nout = [list(traj.used), traj.complete]")
     got = run_case(code)
     assert got["out"] == [["pdf"], True] and got["s"] < 5 and got["mb"] < 150, got
+
+
+# ---------------------------------------------------------------- limits the environment set (step 4)
+def test_a_lower_ulimit_v_is_fitted_and_said_once(tmp_path):
+    """Under an address-space hard limit of 3 GiB (ulimit -v), a sandboxed run asking for 4 GiB is
+    set up within the allowed limit instead of failing in preexec_fn, and the lowering is said."""
+    code = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "from skillaudit.harness.sandbox import FITTED, Limits, run_python\n"
+        "res, _ = run_python('print(6 * 7)', limits=Limits(memory_mb=4096, timeout_s=20))\n"
+        "out = [res.returncode, res.stdout.strip(), list(FITTED)]")
+    got = run_case(code)
+    rc, stdout, fitted = got["out"]
+    assert (rc, stdout) == (0, "42"), got
+    assert fitted == ["sandbox: the environment's hard limit on address space (ulimit -v) is below the 4096 asked "
+                      "for; sandboxed runs use 3072"]
+
+
+def _trial(folder: Path, task: str, reward: float, log: list | None = None) -> None:
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps({
+        "task_name": task, "trial_name": folder.name, "config": {"agent": {"name": "a", "model_name": "m"}},
+        "verifier_result": {"rewards": {"reward": reward}}, "exception_info": None}))
+    if log is not None:
+        (folder / "agent").mkdir()
+        (folder / "agent" / "claude-code.txt").write_text("\n".join(json.dumps(x) for x in log) + "\n")
+
+
+def test_harbor_folders_with_wrong_types_and_symlinks(tmp_path):
+    """A job result.json whose trial_results is 5, a Claude Code init line whose skills is 5, and a
+    trial folder that is a symbolic link to / : the import reads the rest, says which link it did
+    not follow, and stays within 5 s and 500 MB (no walk of the host)."""
+    from test_documents import cli
+
+    on, off = tmp_path / "with-skills", tmp_path / "without-skills"
+    _trial(on / "t__a", "t", 1.0, [{"type": "system", "subtype": "init", "skills": 5},
+                                   {"type": "result", "subtype": "success"}])
+    _trial(off / "t__b", "t", 0.0)
+    (on / "result.json").write_text(json.dumps({"n_total_trials": 1, "trial_results": 5, "stats": 5}))
+    (on / "evil__c").symlink_to("/")
+    out = tmp_path / "o.jsonl"
+    code, err, cpu, rss = cli(["import", "harbor", str(on), str(off), "-o", str(out)], tmp_path)
+    assert code == 0, err
+    assert cpu < 5 and rss < 500, (cpu, rss)
+    assert f"1 symbolic link(s) inside the inputs were not followed: {on / 'evil__c'}" in err
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(recs) == 2 and next(r for r in recs if r["condition"] == "enabled")["retrievals"] == []

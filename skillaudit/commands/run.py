@@ -231,7 +231,9 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
         emit_json(reuse_plan_for(opts).to_dict())
         return
     summary = run(opts, quiet=quiet or as_json)
-    for w in summary.warnings:
+    from ..harness.sandbox import FITTED
+
+    for w in [*summary.warnings, *FITTED]:
         warn(w)
     # a run whose every record is an error (a dead endpoint, a broken sandbox) is a failure
     all_errors = summary.written > 0 and summary.errors >= summary.written

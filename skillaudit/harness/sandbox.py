@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,36 @@ class Limits:
     nproc: int = 64
     disk_mb: int = 64  # the private tmpfs that is the working folder and /tmp (with namespaces)
     inodes: int = 4096  # ... and how many files it can hold
+
+
+#: what the environment's hard limits made of the limits asked for ({message}), said once per run
+FITTED: dict[str, None] = {}
+
+
+def fit_limits(limits: Limits) -> Limits:
+    """`limits` within the process's hard limits: a sandbox cannot raise a limit its parent was
+    given (`ulimit -v` below the 4 GiB a canonical MBPP+ run asks for made every run fail to set up:
+    "Exception occurred in preexec_fn"). A limit lowered here is said once (`FITTED`, shown among
+    the run's warnings)."""
+    import resource
+
+    mb = 1024 * 1024
+    out = limits
+    for res, field_, unit, label in ((resource.RLIMIT_AS, "memory_mb", mb, "address space (ulimit -v)"),
+                                     (resource.RLIMIT_CPU, "cpu_s", 1, "CPU seconds (ulimit -t)"),
+                                     (resource.RLIMIT_FSIZE, "fsize_mb", mb, "file size (ulimit -f)"),
+                                     (resource.RLIMIT_NPROC, "nproc", 1, "processes (ulimit -u)")):
+        try:
+            _soft, hard = resource.getrlimit(res)
+        except (OSError, ValueError):  # pragma: no cover
+            continue
+        want = getattr(out, field_) * unit + (unit if res == resource.RLIMIT_CPU else 0)
+        if hard != resource.RLIM_INFINITY and want > hard:
+            got = max(1, (hard - (unit if res == resource.RLIMIT_CPU else 0)) // unit)
+            FITTED.setdefault(f"sandbox: the environment's hard limit on {label} is below the {getattr(out, field_)} "
+                              f"asked for; sandboxed runs use {got}", None)
+            out = replace(out, **{field_: got})
+    return out
 
 
 @dataclass
@@ -710,6 +740,7 @@ def run_python(
     (for tests of one layer at a time) may name "seccomp" and "namespaces". A collected file
     larger than `collect_max` bytes (default: the file size limit) is left out, never read whole.
     """
+    limits = fit_limits(limits)
     drop = _drop_privileges()
     python = sandbox_python(drop)
     ns = netns_available() and "namespaces" not in disable

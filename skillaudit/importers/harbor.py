@@ -100,14 +100,18 @@ def _job_trials(d: dict[str, Any]) -> set[str]:
                 for g in groups:
                     if isinstance(g, list):
                         names.update(x for x in g if isinstance(x, str))
-    for t in d.get("trial_results") or []:
+    results = d.get("trial_results")
+    for t in results if isinstance(results, list) else []:
         if isinstance(t, dict) and isinstance(t.get("trial_name"), str):
             names.add(t["trial_name"])
     return names
 
 
-def _collect(arg: str, side: str | None, how: str, trials: list[_Trial], jobs: list[tuple[str, dict]]) -> None:
-    """Every trial result under `arg` (a job folder, trial folder, folder of result files, or file)."""
+def _collect(arg: str, side: str | None, how: str, trials: list[_Trial], jobs: list[tuple[str, dict]],
+             skipped: list[str] | None = None) -> None:
+    """Every trial result under `arg` (a job folder, trial folder, folder of result files, or file).
+    Symbolic links inside it are not followed (a trial folder linked to `/` would walk the host):
+    they are listed in `skipped`."""
     if os.path.isfile(arg):
         _classify(arg, None, arg, side, how, trials, jobs, os.path.basename(arg))
         return
@@ -122,6 +126,10 @@ def _collect(arg: str, side: str | None, how: str, trials: list[_Trial], jobs: l
         except OSError as exc:
             raise InputError(f"{folder}: cannot read: {exc.strerror or exc}") from None
         for e in entries:
+            if e.is_symlink():
+                if skipped is not None:
+                    skipped.append(e.path)
+                continue
             if e.is_file() and e.name.endswith(".json") and (e.name == "result.json" or e.name.endswith("result.json")):
                 trial_folder = folder if e.name == "result.json" else None
                 _classify(e.path, trial_folder, arg, side, how, trials, jobs,
@@ -315,15 +323,19 @@ def import_harbor(
     trials: list[_Trial] = []
     jobs: list[tuple[str, dict]] = []
     pairer = Pairer("harbor")
+    links: list[str] = []
     for arg in enabled:
         pairer.source(arg)
-        _collect(arg, ENABLED, "--enabled", trials, jobs)
+        _collect(arg, ENABLED, "--enabled", trials, jobs, links)
     for arg in disabled:
         pairer.source(arg)
-        _collect(arg, DISABLED, "--disabled", trials, jobs)
+        _collect(arg, DISABLED, "--disabled", trials, jobs, links)
     for arg in paths:
         pairer.source(arg)
-        _collect(arg, None, "", trials, jobs)
+        _collect(arg, None, "", trials, jobs, links)
+    if links:
+        pairer.note(f"{len(links)} symbolic link(s) inside the inputs were not followed: "
+                    + ", ".join(links[:10]) + (f" and {len(links) - 10} more" if len(links) > 10 else ""))
     bench = benchmark or "harbor"
     rows = []
     for t in trials:

@@ -28,6 +28,8 @@ def read_trial(folder: str | None) -> Trajectory:
     if folder is None:
         return Trajectory(problem="a flattened result file: no trial folder, no trajectory")
     agent_dir = os.path.join(folder, "agent")
+    if os.path.islink(agent_dir):
+        return Trajectory(problem="agent/ is a symbolic link: not followed")
     cc = os.path.join(agent_dir, "claude-code.txt")
     if os.path.isfile(cc) and not os.path.islink(cc):
         return read_claude_code(cc)
