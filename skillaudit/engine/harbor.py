@@ -327,7 +327,7 @@ def _run_reuse(run: HarborRun, *, dry_run: bool, quiet: bool, say: Callable[[str
     """`--reuse OLD`: copy what cannot have changed into `run.out` (a new file), run the with-skills
     job over the changed tasks only, pair its trials with the old no-skills trials."""
     from .._io import atomic_write_bytes
-    from .output import Writer, existing_records, record_key
+    from .output import existing_records, record_key
 
     out = Path(run.out)
     if out.exists() and out.resolve() == Path(run.reuse or "").resolve():
@@ -367,16 +367,8 @@ def _run_reuse(run: HarborRun, *, dry_run: bool, quiet: bool, say: Callable[[str
     records, report = import_harbor(enabled=[str(rerun_run.jobs_path / rerun_run.job_name_of("enabled"))],
                                     disabled=plan.disabled_jobs, model=run.model_label, offered=run.skills)
     _stamp(records, run.skills)
-    have = {record_key(r) for _, r in existing_records(out)}
-    new = [r for r in records if r["condition"] == "enabled" and r["task_id"] in plan.rerun
-           and record_key(r) not in have]
-    writer = Writer(out)
-    try:
-        for r in new:
-            writer.write(r)
-    finally:
-        writer.close()
-    summary.written = len(add) + len(new)
+    rerun = [r for r in records if r["condition"] == "enabled" and r["task_id"] in plan.rerun]
+    summary.written = len(add) + _append_new(out, rerun)
     summary.pairs = report.pairs
     summary.notes = list(report.notes)
     summary.wall_s = time.monotonic() - t0
@@ -403,7 +395,6 @@ def _quote(word: str) -> str:
 def _import_jobs(run: HarborRun, summary: HarborSummary) -> None:
     """Import and pair the two job folders; append the records not yet in `run.out`."""
     from ..importers.harbor import import_harbor
-    from .output import Writer, existing_records, record_key
 
     enabled = run.jobs_path / run.job_name_of("enabled")
     disabled = run.jobs_path / run.job_name_of("disabled")
@@ -416,10 +407,16 @@ def _import_jobs(run: HarborRun, summary: HarborSummary) -> None:
     summary.pairs = report.pairs
     summary.notes = list(report.notes)
     summary.errors = sum(1 for u in report.unpaired if "error record" in u.reason)
-    out = Path(run.out)
+    summary.written = _append_new(Path(run.out), records)
+    summary.skipped = len(records) - summary.written
+
+
+def _append_new(out: Path, records: list[dict[str, Any]]) -> int:
+    """Append the records whose key `out` does not hold yet (fsynced, one line each); how many."""
+    from .output import Writer, existing_records, record_key
+
     have = {record_key(r) for _, r in existing_records(out)}
     new = [r for r in records if record_key(r) not in have]
-    summary.skipped = len(records) - len(new)
     if new:
         writer = Writer(out)
         try:
@@ -427,4 +424,4 @@ def _import_jobs(run: HarborRun, summary: HarborSummary) -> None:
                 writer.write(r)
         finally:
             writer.close()
-    summary.written = len(new)
+    return len(new)
