@@ -130,3 +130,18 @@ def test_minimax_headline_reach_and_prune_by_hand_count(tmp_path):
     civ6 = {"civ6lib", "hex-grid-spatial", "map-optimization-strategy", "sqlite-map-parser"}
     assert {k for k, v in action.items() if v == "needs-data"} == civ6 | {"pdf"}
     assert sum(v == "unused" for v in action.values()) == 19
+
+
+def test_offered_only_runs_judge_no_skill_without_a_library(tmp_path):
+    """Runs that logged no use at all (the SkillsBench registry's shape) give prune one line, and the
+    audit no per-skill rows from the offered list: only the task bundles speak for them."""
+    log = tmp_path / "r.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for t in range(3) for r in (
+        {"task_id": f"t{t}", "condition": "enabled", "correct": True, "use_logged": False, "offered": [f"t{t}/skills"]},
+        {"task_id": f"t{t}", "condition": "disabled", "correct": False})))
+    res = CliRunner().invoke(cli, ["prune", str(log)])
+    assert res.exit_code == 2 and "these runs say which skills were offered, not which were used" in res.output
+    res = CliRunner().invoke(cli, ["audit", str(log), "--out", str(tmp_path / "rep"), "-q", *FAST])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "rep" / "audit.json").read_text())
+    assert not [r for r in doc["recommendations"]["recommendations"] if r.get("skill_id")]

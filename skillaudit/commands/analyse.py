@@ -262,6 +262,9 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
 
         from ..library import offered_library
 
+        if inputs.runs.n_pairs and inputs.runs.use_unlogged.all():
+            raise CommandError("--skills is required: these runs say which skills were offered, not which were "
+                               "used, so no skill can be judged (skillaudit audit reports the effect of offering)")
         lib = offered_library(inputs.offered)
         if lib is None:
             raise CommandError("--skills is required: these runs do not list the skills they were offered")

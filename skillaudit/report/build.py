@@ -817,7 +817,7 @@ def build_audit(
                      "verdict and no skill is judged harmful; exposure counts alone are associations.")
     offered = inputs.offered if inputs is not None else {}
     judged = library
-    if library is None:
+    if library is None and not runs.use_unlogged.all():  # offered-only runs judge no skill (the bundles do)
         from ..library import offered_library
 
         judged = offered_library(offered)
