@@ -30,7 +30,7 @@ import orjson
 
 from .cost import CostReport, CostTable
 from .counterfactual import ARM_NEEDLE, ArmLines, ArmRecords, join_arms, parse_arm_lines
-from .provenance import add_hashes, edited_skills
+from .provenance import DIGESTS_NEEDLE, add_digests, add_hashes, edited_by_digest, edited_skills
 from .runs import PairedRuns, _load
 from .runs.reader import _HASH_NEEDLE
 from .runs.records import _CodeLines
@@ -55,6 +55,7 @@ class Inputs:
     runs: PairedRuns
     library: Any = None
     seen_hashes: dict[str, set[str]] = field(default_factory=dict)
+    seen_digests: dict[str, set[str]] = field(default_factory=dict)  # Harbor's, from meta.skill_digests
     digests: dict[str, str] = field(default_factory=dict)
     cost_table: CostTable | None = None
     arm_lines: tuple[tuple[str, bytes], ...] | None = ()  # (file:line, line); None: not collected
@@ -81,7 +82,7 @@ class Inputs:
     @cached_property
     def edited(self) -> dict[str, bool]:
         """{skill id: edited since the runs?} for the library skills the runs logged a hash for."""
-        return edited_skills(self.seen_hashes, self.library)
+        return {**edited_by_digest(self.seen_digests, self.library), **edited_skills(self.seen_hashes, self.library)}
 
     def cost(self, model: str | None = None, benchmark: str | None = None) -> CostReport | None:
         """Cost figures of one model and/or benchmark (None = all); None without a library."""
@@ -141,9 +142,12 @@ def load_inputs(
         table.freeze()
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
     issues: list[tuple[str, tuple[str, str, str, int], tuple[str, ...], str]] = []
+    seen_digests: dict[str, set[str]] = {}
     for p in parts:
         for sid, hashes in p.seen.items():
             seen.setdefault(sid, set()).update(hashes)
+        for sid, ds in p.digests_seen.items():
+            seen_digests.setdefault(sid, set()).update(ds)
         offered.update(p.offered)
         issues.extend(p.issues)
 
@@ -151,7 +155,7 @@ def load_inputs(
         return "<stdin>" if paths[ix] == "-" else paths[ix]
 
     return Inputs(
-        paths=tuple(paths), runs=runs, library=library, seen_hashes=seen,
+        paths=tuple(paths), runs=runs, library=library, seen_hashes=seen, seen_digests=seen_digests,
         digests={paths[ix]: d for p in parts for ix, d in p.digests.items()},
         cost_table=table, offered=offered,
         arm_issues=tuple(sorted({(k, key, sk, _where(label, name)) for k, key, sk, label in issues})),
@@ -346,6 +350,7 @@ class _Extra:
         self._hashing: _Hashing | None = None
         self.offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
         self.issues: list[tuple[str, tuple[str, str, str, int], tuple[str, ...], str]] = []
+        self.digests_seen: dict[str, set[str]] = {}
 
     def fresh(self) -> _Extra:
         return _Extra(*self.want)
@@ -382,6 +387,8 @@ class _Extra:
         if hashes:
             for _, line in _lines_with(buf, n, _HASH_NEEDLE, lineno):
                 add_hashes(line, self.seen)
+            for _, line in _lines_with(buf, n, DIGESTS_NEEDLE, lineno):
+                add_digests(line, self.digests_seen)
         if cost:
             _add_costs(buf if n == len(buf) else buf[:n], self.cost)
         for ln, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):

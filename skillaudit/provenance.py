@@ -7,7 +7,9 @@ collects them while it reads the runs (only lines holding the bytes `"hash"` are
 `seen_hashes` does the same in a pass of its own), and `edited_skills` compares them with the
 library being audited: a
 skill whose current hash is none of the hashes the runs saw has been edited since, and its
-verdict describes the old text. Logs without hashes change nothing.
+verdict describes the old text. Logs without hashes change nothing. Records imported from Harbor
+carry instead the digest Harbor gives each injected skill folder (`meta.skill_digests`, from the
+trial's lock.json): `edited_by_digest` compares those with the library's folders the same way.
 """
 
 from __future__ import annotations
@@ -111,6 +113,58 @@ def edited_skills(seen: dict[str, set[str]], library: Any) -> dict[str, bool]:
             continue
         full = skill.content_hash
         out[skill.id] = not any(full.startswith(h) for h in hashes)
+    return out
+
+
+def skill_digest(folder: Any) -> str:
+    """A skill folder's content digest as Harbor writes it in a trial's lock.json (`skills[].digest`):
+    sha256 over every file, in sorted relative-path order, of `path NUL sha256(content) NUL`
+    ("sha256:<hex>"). Records imported from Harbor keep it in `meta.skill_digests`."""
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        h.update(f.relative_to(folder).as_posix().encode())
+        h.update(b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).hexdigest().encode())
+        h.update(b"\0")
+    return f"sha256:{h.hexdigest()}"
+
+
+DIGESTS_NEEDLE = b'"skill_digests"'
+
+
+def add_digests(line: bytes, out: dict[str, set[str]]) -> None:
+    """Add the Harbor skill digests an enabled main record logs (`meta.skill_digests`) to `out`."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(rec, dict) or rec.get("arm") is not None or rec.get("condition") not in _ENABLED:
+        return
+    meta = rec.get("meta")
+    got = meta.get("skill_digests") if isinstance(meta, dict) else None
+    if isinstance(got, dict):
+        for sid, d in got.items():
+            if isinstance(sid, str) and isinstance(d, str):
+                out.setdefault(sid, set()).add(d)
+
+
+def edited_by_digest(seen: dict[str, set[str]], library: Any) -> dict[str, bool]:
+    """{skill id: edited?} for the library's folder skills (a `<name>/SKILL.md`) whose Harbor digest
+    the runs logged: edited = the folder's digest now is none of them."""
+    if library is None or not seen:
+        return {}
+    import os
+
+    out: dict[str, bool] = {}
+    for skill in library.skills:
+        digests = seen.get(skill.id)
+        if not digests or not skill.path.endswith("SKILL.md") or not os.path.isfile(skill.path):
+            continue
+        out[skill.id] = skill_digest(os.path.dirname(skill.path)) not in digests
     return out
 
 

@@ -161,3 +161,40 @@ def test_an_edited_skill_in_the_second_log_still_warns(library, edited_log, writ
     res = CliRunner().invoke(cli, ["rank", plain, edited_log, "--skills", str(library), "--json", "--bootstrap", "0"])
     assert res.exit_code == 0, res.output
     assert WARN_FIXED in res.stderr.splitlines()
+
+
+def test_harbor_digests_say_whether_a_folder_skill_was_edited(tmp_path):
+    """Records imported from Harbor carry each injected skill's folder digest (lock.json); the
+    library's folders are compared with them: unchanged -> not edited, a changed script -> edited
+    (a file other than SKILL.md counts: the folder is what the agent had)."""
+    import json as _json
+
+    from skillaudit.inputs import load_inputs
+    from skillaudit.library import load_library
+    from skillaudit.provenance import skill_digest
+
+    lib = tmp_path / "skills"
+    (lib / "a" / "scripts").mkdir(parents=True)
+    (lib / "a" / "SKILL.md").write_text("---\nname: a\ndescription: d\n---\nRun scripts/go.sh.\n")
+    (lib / "a" / "scripts" / "go.sh").write_text("echo go\n")
+    digest = skill_digest(lib / "a")
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(_json.dumps({"task_id": "t", "condition": "enabled", "correct": True,
+                                 "retrievals": [{"query": None, "skills": ["a"]}],
+                                 "meta": {"skill_digests": {"a": digest}}}) + "\n"
+                    + _json.dumps({"task_id": "t", "condition": "disabled", "correct": False}) + "\n")
+    assert load_inputs([str(runs)], library=load_library(lib)).edited == {"a": False}
+    (lib / "a" / "scripts" / "go.sh").write_text("echo stop\n")
+    assert load_inputs([str(runs)], library=load_library(lib)).edited == {"a": True}
+
+
+def test_skill_digest_matches_harbors_lock(tmp_path):
+    """The digest Harbor 0.26.0 wrote in the recorded pair's lock.json for the harbor-mini skill."""
+    from pathlib import Path
+
+    from skillaudit.provenance import skill_digest
+
+    mini = Path(__file__).resolve().parents[2] / "shared" / "data" / "harbor-mini" / "skills" / "status-report"
+    if not mini.is_dir():
+        pytest.skip("../shared/data is absent")
+    assert skill_digest(mini) == "sha256:c5cb1fc949cee968f86a001bc5ea2dd42e4d9f6f134c29a474013b0b11bc3091"

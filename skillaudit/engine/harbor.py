@@ -146,17 +146,10 @@ def write_configs(run: HarborRun) -> dict[str, Path]:
 
 
 def skill_digest(folder: Path) -> str:
-    """A skill folder's content digest as Harbor writes it in a trial's lock.json: sha256 over every
-    file, in sorted relative-path order, of `path NUL sha256(content) NUL` ("sha256:<hex>")."""
-    import hashlib
+    """Harbor's digest of a skill folder (`provenance.skill_digest`)."""
+    from ..provenance import skill_digest as digest
 
-    h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-        h.update(f.relative_to(folder).as_posix().encode())
-        h.update(b"\0")
-        h.update(hashlib.sha256(f.read_bytes()).hexdigest().encode())
-        h.update(b"\0")
-    return f"sha256:{h.hexdigest()}"
+    return digest(folder)
 
 
 def library_state(skills: str) -> tuple[dict[str, str], str]:

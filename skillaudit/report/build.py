@@ -830,7 +830,8 @@ def build_audit(
     if edited is None and library is not None:
         from ..provenance import edited_skills, seen_hashes
 
-        edited = edited_skills(inputs.seen_hashes if inputs is not None else seen_hashes(run_paths), library)
+        edited = (inputs.edited if inputs is not None and inputs.library is library
+                  else edited_skills(inputs.seen_hashes if inputs is not None else seen_hashes(run_paths), library))
     attr = _mark_edited(attr, edited, notes)
     rows = {r.skill_id: r for r in attr.pooled_rows()}  # clusters and graphs look at all pairs
 
