@@ -37,3 +37,12 @@ def wrap(text: str, width: int, indent: str = "  ", max_lines: int | None = None
         lines = lines[:max_lines]
         lines[-1] = lines[-1][: width - 2].rstrip() + " …"
     return lines
+
+
+def named(items: list[str], limit: int = 10, sep: str = ", ") -> str:
+    """The first `limit` items joined by `sep`, then how many more: "a, b and 3 more" ("a; b; and 3
+    more" when `sep` is "; ", whose items may hold commas)."""
+    head = sep.join(items[:limit])
+    if len(items) <= limit:
+        return head
+    return f"{head}{';' if sep.startswith(';') else ''} and {len(items) - limit} more"

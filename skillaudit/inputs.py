@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from .counterfactual import ARM_NEEDLE, ArmLines, ArmRecords, join_arms, parse_a
 from .provenance import DIGESTS_NEEDLE, add_digests, add_hashes, edited_by_digest, edited_skills
 from .runs import PairedRuns, _load
 from .runs.reader import _HASH_NEEDLE
-from .runs.records import _CodeLines
+from .runs.records import CONDITION_ALIASES, DISABLED, ENABLED, _CodeLines
 
 try:
     import msgspec
@@ -116,6 +117,8 @@ def load_inputs(
     provenance: bool = True,
     cost: bool = False,
     digests: bool = False,
+    integrity: bool = False,
+    offered: bool = False,
 ) -> Inputs:
     """Read the run logs once; RunLogError (naming file:line) on the first bad record.
 
@@ -123,10 +126,14 @@ def load_inputs(
     keeps the arm records' lines, `provenance` the skill hashes (both cheap: only lines holding
     `"arm"` / `"hash"` are looked at), `cost` the cost fields of every record (a typed decode of
     each line), `digests` hashes each regular file's bytes as they are read. With --jobs, a plain
-    file cut into byte ranges gets no digest (each range is read by its own worker).
+    file cut into byte ranges gets no digest (each range is read by its own worker). `integrity`
+    looks for leaks (runs without skills whose `retrievals` name one: `skillaudit.integrity`), two
+    regex scans of each block: only the audit and `check` ask for it; `offered` (implied by
+    `integrity`) keeps what each enabled run was offered (`Inputs.offered`: reach, prune's
+    offered skills, "use not logged").
     """
     paths = [str(p) for p in paths]
-    extra = _Extra(arms=arms, hashes=provenance, cost=cost, digests=digests)
+    extra = _Extra(arms=arms, hashes=provenance, cost=cost, digests=digests, integrity=integrity, offered=offered)
     was_enabled = gc.isenabled()
     gc.disable()  # as load_runs: millions of small containers and no cycles
     try:
@@ -270,24 +277,39 @@ def _add_costs(data: bytes, table: CostTable) -> None:
 
 
 _OFFERED_NEEDLE = b'"offered"'
-_ENABLED = ("enabled", "on", "skills_on")
-
-
-_RETRIEVALS_NEEDLE = b'"retrievals"'
-_DISABLED = ("disabled", "off", "skills_off")
+# A disabled record that names a skill in its retrievals (a leak), found by one C-speed scan of the
+# block (either key order): every line holds "retrievals" in harness logs, so a per-line needle
+# search cost as much as reading the log
+_LEAK_PATTERNS = (  # condition before skills, and skills before condition; each starts with a literal
+    re.compile(rb'"condition":\s*"(?:disabled|off|skills_off)"[^\n]*"skills":\s*\[\s*[^\]\s]'),
+    re.compile(rb'"skills":\s*\[\s*[^\]\s][^\n]*"condition":\s*"(?:disabled|off|skills_off)"'),
+)
 Issue = tuple[str, tuple[str, str, str, int], tuple[str, ...], str]
 
 
-def _main_record(line: bytes, conditions: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, str, str, int],
-                                                                    dict[str, Any]] | None:
-    """(record, key, meta) of a main (not arm) record of one of `conditions`, else None. The run-log
-    reader has already checked the line (a bad one stopped the read), so a shape it does not vouch
-    for (`offered`, `meta` are informational there) is passed over, not an error."""
+def _leak_lines(buf: bytes, n: int, lineno: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of each candidate leak in buf[:n] (buf[:n] starts line `lineno`): only
+    matches come back to Python, so a log without leaks costs two C scans of the block."""
+    starts = sorted({buf.rfind(b"\n", 0, m.start()) + 1 for pat in _LEAK_PATTERNS for m in pat.finditer(buf, 0, n)})
+    pos = 0
+    for start in starts:
+        lineno += buf.count(b"\n", pos, start)
+        pos = start
+        end = buf.find(b"\n", start, n)
+        yield lineno, buf[start:n if end < 0 else end]
+
+
+def _main_record(line: bytes, condition: str) -> tuple[dict[str, Any], tuple[str, str, str, int],
+                                                       dict[str, Any]] | None:
+    """(record, key, meta) of a main (not arm) record of `condition` (its aliases included), else
+    None. The run-log reader has already checked the line (a bad one stopped the read), so a shape
+    it does not vouch for (`offered`, `meta` are informational there) is passed over, not an error."""
     try:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(rec, dict) or rec.get("arm") is not None or rec.get("condition") not in conditions:
+    if not isinstance(rec, dict) or rec.get("arm") is not None or \
+            CONDITION_ALIASES.get(rec.get("condition")) != condition:  # type: ignore[arg-type]
         return None
     epoch = rec.get("epoch", 1)
     key = (rec.get("model", "default"), rec.get("benchmark", "default"), rec.get("task_id"),
@@ -315,7 +337,7 @@ def _add_offered(line: bytes, into: dict[tuple[str, str, str, int], tuple[tuple[
                  issues: list[Issue], where: str) -> None:
     """An enabled main record's `offered` skills and whether its log was cut; an explicitly empty
     list (the importer knew nothing was injected) is a broken arm."""
-    got = _main_record(line, _ENABLED)
+    got = _main_record(line, ENABLED)
     if got is None or not isinstance(got[0].get("offered"), list):
         return
     rec, key, meta = got
@@ -327,7 +349,7 @@ def _add_offered(line: bytes, into: dict[tuple[str, str, str, int], tuple[tuple[
 
 def _add_leak(line: bytes, issues: list[Issue], where: str) -> None:
     """A disabled main record whose log shows skill use (its `retrievals` name skills): a leak."""
-    got = _main_record(line, _DISABLED)
+    got = _main_record(line, DISABLED)
     if got is None or not isinstance(got[0].get("retrievals"), list):
         return
     rec, key, meta = got
@@ -341,8 +363,9 @@ def _add_leak(line: bytes, issues: list[Issue], where: str) -> None:
 class _Extra:
     """What load_inputs keeps of the blocks one reader reads (see skillaudit.runs.reader._State.extra)."""
 
-    def __init__(self, arms: bool, hashes: bool, cost: bool, digests: bool) -> None:
-        self.want = (arms, hashes, cost, digests)
+    def __init__(self, arms: bool, hashes: bool, cost: bool, digests: bool, integrity: bool = False,
+                 offered: bool = False) -> None:
+        self.want = (arms, hashes, cost, digests, integrity, offered)
         self.arm_lines: list[tuple[int, int, bytes]] = []  # (file index, line number, line)
         self.seen: dict[str, set[str]] = {}
         self.cost = CostTable()
@@ -381,7 +404,7 @@ class _Extra:
 
     def feed(self, buf: bytes, n: int, lineno: int, file_ix: int) -> None:
         """The block buf[:n] of whole lines (read without error), its first line numbered `lineno`."""
-        arms, hashes, cost, _ = self.want
+        arms, hashes, cost, _, integrity, offered = self.want
         if arms:
             self.arm_lines.extend((file_ix, ln, line) for ln, line in _lines_with(buf, n, ARM_NEEDLE, lineno))
         if hashes:
@@ -391,8 +414,9 @@ class _Extra:
                 add_digests(line, self.digests_seen)
         if cost:
             _add_costs(buf if n == len(buf) else buf[:n], self.cost)
-        for ln, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):
-            _add_offered(line, self.offered, self.issues, f"\0{file_ix}:{ln}")
-        for ln, line in _lines_with(buf, n, _RETRIEVALS_NEEDLE, lineno):
-            if b"disabled" in line or b'"off"' in line or b"skills_off" in line:
+        if offered or integrity:  # the skills each run was offered: reach, prune, broken arms
+            for ln, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):
+                _add_offered(line, self.offered, self.issues, f"\0{file_ix}:{ln}")
+        if integrity:  # two regex scans of the block: only the audit and `check` ask for them
+            for ln, line in _leak_lines(buf, n, lineno):
                 _add_leak(line, self.issues, f"\0{file_ix}:{ln}")

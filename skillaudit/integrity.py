@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ._term import named
+
 #: issues named one by one; more are counted
 MAX_NAMED = 10
 
@@ -40,13 +42,11 @@ class ArmIntegrity:
             return None
         parts = []
         if self.leaks:
-            names = ", ".join(f"{w} ({', '.join(s)})" for _, s, w in self.leaks[:MAX_NAMED])
-            more = f" and {len(self.leaks) - MAX_NAMED} more" if len(self.leaks) > MAX_NAMED else ""
-            parts.append(f"{len(self.leaks)} run(s) without skills used skills (leak): {names}{more}")
+            names = named([f"{w} ({', '.join(s)})" for _, s, w in self.leaks], MAX_NAMED)
+            parts.append(f"{len(self.leaks)} run(s) without skills used skills (leak): {names}")
         if self.broken:
-            names = ", ".join(w for _, w in self.broken[:MAX_NAMED])
-            more = f" and {len(self.broken) - MAX_NAMED} more" if len(self.broken) > MAX_NAMED else ""
-            parts.append(f"{len(self.broken)} run(s) with skills were given none (broken arm): {names}{more}")
+            names = named([w for _, w in self.broken], MAX_NAMED)
+            parts.append(f"{len(self.broken)} run(s) with skills were given none (broken arm): {names}")
         return "arm integrity: " + "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -284,3 +284,26 @@ def test_validate_checks_arm_records_too(write_jsonl):
     res = CliRunner().invoke(cli, ["validate", str(bad)])
     assert res.exit_code == 2
     assert res.output.strip().splitlines()[-1] == f"Error: {bad}:3: 'meta.mask_seed' must be an integer"
+
+
+def test_leaks_are_found_in_either_key_order_and_only_when_asked(tmp_path):
+    """A disabled record whose retrievals name a skill is a leak whether `condition` comes before or
+    after `retrievals` and whether the skill is an id or an object; a disabled record with an empty
+    list is none; the scan runs only with integrity=True (the audit and check ask for it)."""
+    from skillaudit.inputs import load_inputs
+
+    lines = [
+        {"task_id": "a", "condition": "enabled", "correct": True, "retrievals": []},
+        {"task_id": "a", "condition": "disabled", "correct": False, "retrievals": [{"skills": ["s1"]}]},
+        {"task_id": "b", "condition": "enabled", "correct": True, "retrievals": []},
+        {"retrievals": [{"skills": [{"id": "s2", "score": 1.0}]}], "task_id": "b", "condition": "off",
+         "correct": False},
+        {"task_id": "c", "condition": "enabled", "correct": True, "retrievals": []},
+        {"task_id": "c", "condition": "disabled", "correct": False, "retrievals": [{"skills": []}]},
+    ]
+    log = tmp_path / "r.jsonl"
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    issues = load_inputs([str(log)], integrity=True).arm_issues
+    assert [(kind, key[2], skills, where) for kind, key, skills, where in issues] == [
+        ("leak", "a", ("s1",), f"{log}:2"), ("leak", "b", ("s2",), f"{log}:4")]
+    assert load_inputs([str(log)]).arm_issues == ()

@@ -47,7 +47,7 @@ def _log(path: Path, n_tasks: int = 6) -> Path:
 def test_reach_counts_offered_opened_tasks_and_says_when_it_is_a_floor(tmp_path):
     """By hand: offered on 5 runs (t5 lists nothing) = 5 x 2 own skills + shared = 11 skills;
     opened shared and t2-a = 2; 5 tasks offered skills, 3 used any; 1 cut log, 1 unlogged run."""
-    inputs = load_inputs([str(_log(tmp_path / "r.jsonl"))])
+    inputs = load_inputs([str(_log(tmp_path / "r.jsonl"))], offered=True)
     [r] = skill_reach(inputs.runs, inputs.offered)
     assert (r.n_offered, r.opened, r.n_tasks_offered, r.n_tasks_used) == (11, ("shared", "t2-a"), 5, 3)
     assert (r.n_runs, r.n_cut, r.n_unlogged) == (5, 1, 1)
@@ -60,7 +60,7 @@ def test_reach_is_the_same_whatever_the_record_order(tmp_path):
     log = _log(tmp_path / "r.jsonl")
     rev = tmp_path / "rev.jsonl"
     rev.write_text("".join(reversed(log.read_text().splitlines(keepends=True))))
-    a, b = (skill_reach(i.runs, i.offered) for i in (load_inputs([str(log)]), load_inputs([str(rev)])))
+    a, b = (skill_reach(i.runs, i.offered) for i in (load_inputs([str(log)], offered=True), load_inputs([str(rev)], offered=True)))
     assert a == b
 
 

@@ -256,7 +256,8 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
 
     lib = load_library_for_cli(skills_path)
     # rank and prune do not report adherence: the answers are not even decoded
-    inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, cost=cost and lib is not None)
+    inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, cost=cost and lib is not None,
+                                 offered=offered_fallback)
     if lib is None and offered_fallback:
         import dataclasses
 

@@ -102,7 +102,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     if say and demo:
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
-    loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=lib is not None, digests=True)
+    loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=lib is not None, digests=True, integrity=True)
     arms = arms_for_cli(loaded)
     edited = edited_for_cli(loaded)
     result = build_audit(
@@ -253,7 +253,7 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     fail_on = fail_on or (("harmful", "regression") if baseline else ("harmful",))
     base = load_audit_doc(baseline) if baseline else None
     lib = load_library_for_cli(skills_path)
-    inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False)
+    inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, integrity=True)
     paired, arms = inputs.runs, arms_for_cli(inputs)
     doc = check_document(paired, lib, n_boot=n_boot, seed=seed, arms=arms)
     failures = _check(doc, tuple(fail_on), base)

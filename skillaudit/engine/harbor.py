@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessError, InputError
+from ..provenance import skill_digest  # Harbor's digest of a skill folder (its lock.json's)
 
 INSTALL_HINT = ("harbor is not installed: install it with `uv tool install harbor` (or `pipx install harbor`; "
                 "it needs Python >= 3.12), or point SKILLAUDIT_HARBOR at its executable")
@@ -143,13 +144,6 @@ def write_configs(run: HarborRun) -> dict[str, Path]:
         paths[side] = run.jobs_path / f"{cfg['job_name']}.config.json"
         atomic_write_text(paths[side], json.dumps(cfg, indent=2) + "\n")
     return paths
-
-
-def skill_digest(folder: Path) -> str:
-    """Harbor's digest of a skill folder (`provenance.skill_digest`)."""
-    from ..provenance import skill_digest as digest
-
-    return digest(folder)
 
 
 def library_state(skills: str) -> tuple[dict[str, str], str]:

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._term import named
 from ..errors import ImportFormatError, InputError
 from ._common import DISABLED, ENABLED, ImportReport, Pairer, load_json
 from .trajectories import Trajectory, read_trial
@@ -177,24 +178,9 @@ def trajectory_of(folder: str | None) -> Trajectory:
     return read_trial(folder)
 
 
-def _lock_digests(folder: str | None) -> dict[str, str]:
-    """{skill: digest} of the skills Harbor injected (the trial's `lock.json` `skills[]`)."""
-    if folder is None:
-        return {}
-    path = os.path.join(folder, "lock.json")
-    if not os.path.isfile(path) or os.path.islink(path):
-        return {}
-    try:
-        doc = load_json(path, "a Harbor trial lock.json")
-    except InputError:
-        return {}
-    skills = doc.get("skills") if isinstance(doc, dict) else None
-    return {s["name"]: s["digest"] for s in skills if isinstance(s, dict) and isinstance(s.get("name"), str)
-            and isinstance(s.get("digest"), str)} if isinstance(skills, list) else {}
-
-
-def _lock_skills(folder: str | None) -> list[str] | None:
-    """The skills Harbor injected into the trial (its `lock.json` `skills[].name`), or None."""
+def _lock_skills(folder: str | None) -> dict[str, str | None] | None:
+    """{skill: digest} of what Harbor injected into the trial (its `lock.json` `skills[]`; a digest
+    is None where the entry has none), or None without a readable lock.json."""
     if folder is None:
         return None
     path = os.path.join(folder, "lock.json")
@@ -207,7 +193,8 @@ def _lock_skills(folder: str | None) -> list[str] | None:
     skills = doc.get("skills") if isinstance(doc, dict) else None
     if not isinstance(skills, list):
         return None
-    return [s["name"] for s in skills if isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"]]
+    return {s["name"]: s["digest"] if isinstance(s.get("digest"), str) else None
+            for s in skills if isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"]}
 
 
 def _job_skill_dirs(d: dict[str, Any]) -> list[str] | None:
@@ -226,14 +213,15 @@ def _skills_loaded(d: dict[str, Any]) -> list[str]:
     return [x for x in got if isinstance(x, str) and x] if isinstance(got, list) else []
 
 
-def _offered(traj: Trajectory | None, t: _Trial, offered_dir: list[str] | None) -> tuple[list[str], str]:
-    """(skills offered, where that came from): the agent's log, else the trial's lock.json, else the
-    job's skill folders (when they exist here), else --offered; else ([], "unknown")."""
+def _offered(traj: Trajectory | None, t: _Trial, offered_dir: list[str] | None,
+             lock: dict[str, str | None] | None) -> tuple[list[str], str]:
+    """(skills offered, where that came from): the agent's log, else the trial's lock.json
+    (`_lock_skills`), else the job's skill folders (when they exist here), else --offered; else
+    ([], "unknown")."""
     if traj is not None and traj.offered_known:
         return list(traj.offered), "agent log"
-    lock = _lock_skills(t.folder)
     if lock is not None:
-        return lock, "lock.json"
+        return list(lock), "lock.json"
     dirs = _job_skill_dirs(t.data)
     if dirs:
         found = [name for d in dirs if os.path.isdir(d) for name in folder_skills(d)]
@@ -334,8 +322,7 @@ def import_harbor(
         pairer.source(arg)
         _collect(arg, None, "", trials, jobs, links)
     if links:
-        pairer.note(f"{len(links)} symbolic link(s) inside the inputs were not followed: "
-                    + ", ".join(links[:10]) + (f" and {len(links) - 10} more" if len(links) > 10 else ""))
+        pairer.note(f"{len(links)} symbolic link(s) inside the inputs were not followed: {named(links)}")
     bench = benchmark or "harbor"
     rows = []
     for t in trials:
@@ -382,12 +369,14 @@ def import_harbor(
                 if side == ENABLED:
                     cut.append(tname)
             if side == ENABLED:
-                used = list(dict.fromkeys([*traj.used, *_skills_loaded(t.data)]))
-                for sk in _skills_loaded(t.data):
+                loaded = _skills_loaded(t.data)
+                used = list(dict.fromkeys([*traj.used, *loaded]))
+                for sk in loaded:
                     meta.setdefault("use_rules", {}).setdefault(sk, "skills_loaded")
-                offered, source = _offered(traj, t, offered_dir)
+                lock = _lock_skills(t.folder)
+                offered, source = _offered(traj, t, offered_dir, lock)
                 meta["offered_from"] = source
-                digests = _lock_digests(t.folder)
+                digests = {k: v for k, v in (lock or {}).items() if v is not None}
                 if digests:  # the injected skills' content digests (provenance of what the run saw)
                     meta["skill_digests"] = digests
                 if source != "unknown" or used:  # known: [] means nothing was injected (a broken arm)
@@ -412,7 +401,7 @@ def import_harbor(
                 meta["no_trajectory"] = traj.problem
                 no_traj.append(f"{tname} ({traj.problem})")
                 rec["use_logged"] = False
-                offered, source = _offered(None, t, offered_dir)
+                offered, source = _offered(None, t, offered_dir, _lock_skills(t.folder))
                 if offered:
                     rec["offered"], meta["offered_from"] = offered, source
         rec["meta"] = meta
@@ -446,27 +435,22 @@ def import_harbor(
                         f"left out, not invented (first: {', '.join(missing[:3])})")
     if no_traj:
         pairer.note(f"{len(no_traj)} with-skills trial(s) without a readable trajectory (skill use not logged): "
-                    + "; ".join(no_traj[:10]) + (f"; and {len(no_traj) - 10} more" if len(no_traj) > 10 else ""))
+                    + named(no_traj, sep="; "))
     if surplus:
         pairer.note(f"{len(surplus)} surplus trial(s) left out (a task had more valid trials on one side; "
-                    "the last started are left out): " + ", ".join(surplus[:10])
-                    + (f" and {len(surplus) - 10} more" if len(surplus) > 10 else ""))
+                    "the last started are left out): " + named(surplus))
     pairer.note(f"{used_any} with-skills trial(s) used a skill per their trajectory")
     if by_format:
         pairer.note("skill use read from " + ", ".join(f"{fmt} ({n})" for fmt, n in sorted(by_format.items())))
     if leaks:
         pairer.note(f"arm integrity: {len(leaks)} without-skills trial(s) used skills (a leak: that arm is not "
-                    "'without skills'): " + "; ".join(leaks[:10]) + (f"; and {len(leaks) - 10} more"
-                                                                    if len(leaks) > 10 else ""))
+                    "'without skills'): " + named(leaks, sep="; "))
     if broken:
         pairer.note(f"arm integrity: {len(broken)} with-skills trial(s) were given no skills (nothing in "
-                    "lock.json or the job's agent.skills: a broken arm): " + ", ".join(broken[:10])
-                    + (f" and {len(broken) - 10} more" if len(broken) > 10 else ""))
+                    "lock.json or the job's agent.skills: a broken arm): " + named(broken))
     if offered_unknown:
         pairer.note(f"{len(offered_unknown)} with-skills trial(s) with the offered list unknown (neither the "
-                    "agent's log, lock.json, the job's skill folders nor --offered says): "
-                    + ", ".join(offered_unknown[:10]) + (f" and {len(offered_unknown) - 10} more"
-                                                         if len(offered_unknown) > 10 else ""))
+                    "agent's log, lock.json, the job's skill folders nor --offered says): " + named(offered_unknown))
     if cut:
         pairer.note(f"{len(cut)} with-skills trajectory(ies) end before the agent's final result line (cut): "
                     "skill use after the cut is unseen, so their use is a floor (meta.trajectory_cut)")

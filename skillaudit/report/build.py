@@ -531,7 +531,8 @@ def _audit_inputs(run_paths: Sequence[str], skills_path: str | None, library: An
         from ..inputs import load_inputs
 
         say(f"reading {len(run_paths)} run log(s)")
-        inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True)
+        inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True,
+                             integrity=True)
         runs = inputs.runs
     if runs.n_pairs == 0:
         raise InputError(f"{', '.join(map(str, run_paths))}: no paired records (need enabled and disabled runs)")
