@@ -29,6 +29,18 @@ _MAX_GRAM_CELLS = 30_000_000
 # Above this many (merged) skill columns the regression interval is a sandwich, not a bootstrap:
 # each resample would need its own dense solve.
 _MAX_BOOT_SKILLS = 300
+#: a coefficient's interval needs this many distinct tasks retrieving the skill (below it the
+#: resamples cannot vary: one task gives a zero-width interval)
+MIN_INTERVAL_TASKS = 5
+
+
+def _distinct_groups_per_column(row_groups: np.ndarray, cols: np.ndarray, g: int) -> np.ndarray:
+    """How many distinct groups (tasks) hold each of g columns, from the (group, column) of every entry."""
+    if not cols.size:
+        return np.zeros(g, dtype=np.int64)
+    _, inv = np.unique(row_groups, return_inverse=True)
+    key = np.unique(cols.astype(np.int64) * (int(inv.max()) + 1) + inv.ravel())
+    return np.bincount(key // (int(inv.max()) + 1), minlength=g).astype(np.int64)
 
 
 class SkillEffectRegression:
@@ -211,6 +223,16 @@ class SkillEffectRegression:
                 ci_g = _percentile(boot_g, self.level)
                 p_g = _boot_p(boot_g)
                 self.interval_method_ = "bootstrap"
+            # tasks (resampling units) retrieving each merged column: an interval resampled or
+            # sandwiched over fewer than MIN_INTERVAL_TASKS of them has (nearly) nothing to vary
+            # over (one task: every resample is that task, a zero-width interval), so none is given
+            tasks_g = _distinct_groups_per_column(groups[z_rows], z_cols, g)
+            self.group_tasks_ = tasks_g
+            few = (tasks_g < MIN_INTERVAL_TASKS) | ~(ci_g[:, 1] > ci_g[:, 0])
+            ci_g[few] = np.nan
+            p_g[few] = np.nan  # the test beside it goes with it
+        else:
+            self.group_tasks_ = np.zeros(g, dtype=np.int64)
         return coef_g, ci_g, p_g, est_g, group_n, boot_g, null, Z
 
     @staticmethod

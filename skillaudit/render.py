@@ -342,7 +342,7 @@ def rank_table(result: Any, top: int | None = None, out: Console | None = None) 
             "dim" if s.n_retrieved == 0 else "")
         t.add_row(
             s.skill_id, f"{s.n_tasks} ({s.n_retrieved})", f"{s.b}/{s.c}", f"{s.net:+d}", f"{s.share:+.2f}",
-            pp(s.rae_k), pval(s.q_value), coef, pp_ci(list(s.coef_ci) if s.coef_ci else None),
+            pp(s.rae_k), pval(s.q_value), coef, pp_ci(list(s.coef_ci)) if s.coef_ci else ("–" if s.coef is not None else ""),
             pp(s.relative_effect), pval(s.relative_q),
             f"{s.exclusive_b}/{s.exclusive_c}/{s.exclusive_n}", " ".join(flag), style=style,
         )
@@ -358,13 +358,24 @@ def rank_table(result: Any, top: int | None = None, out: Console | None = None) 
     if top and len(result.skills) > top:
         out.print(f"(top {top} of {len(result.skills)} skills; --top 0 shows all)")
     out.print(f"q: Benjamini-Hochberg over {result.settings.get('p_value', 'exact McNemar tests')}; coef: ridge "
-              "regression of flips on the retrieved skills (separates co-retrieved skills), task-level "
-              "bootstrap CI; vs library: net flips per retrieving pair minus what the other entries' rescue and harm "
+              "regression of flips on the retrieved skills (separates co-retrieved skills), "
+              + _coef_interval_words(result.settings.get("regression_interval"))
+              + "; vs library: net flips per retrieving pair minus what the other entries' rescue and harm "
               f"rates on the same kind of task (disabled outcome, set size) predict, exact test, judged with >= "
               f"{MIN_SKILL_TASKS} retrieving tasks. "
               "All from co-retrieval: associations, not measured causes.")
     for note in sorted(notes):
         out.print(note)
+
+
+def _coef_interval_words(method: str | None) -> str:
+    """What the coef column's interval is, from the method that computed it (`interval_method_`)."""
+    from .regression import MIN_INTERVAL_TASKS
+
+    what = {"bootstrap": "task-level bootstrap CI", "sandwich": "task-level cluster-robust (sandwich) CI"}
+    if method not in what:
+        return "no CI (--bootstrap 0)"
+    return f"{what[method]} (none below {MIN_INTERVAL_TASKS} retrieving tasks)"
 
 
 def rank_tables(result: Any, top: int | None = None, out: Console | None = None) -> None:

@@ -124,6 +124,29 @@ def test_compare_table_json_and_figure(sim_dir, tmp_path):
     assert res.exit_code == 2 and "is one of the run logs" in res.output
 
 
+def test_compare_prints_the_task_level_test_its_interval_inverts(tmp_path):
+    """With 5 epochs per task compare's p is metrics' task-level p_cond (not the pooled-pair McNemar),
+    in the table and in --json, and the note under the table names that test."""
+    sim = simulate(n_tasks=120, n_skills=6, n_harmful=1, n_helpful=0, epochs=5, task_noise=2.0,
+                   models=("model-a", "model-b"), seed=4)
+    runs, _ = sim.write(tmp_path / "sim")
+    doc = json.loads(_invoke(["compare", str(runs), "--bootstrap", "0", "--json"]).stdout)
+    met = json.loads(_invoke(["metrics", str(runs), "--bootstrap", "0", "--json"]).stdout)
+    pooled = {g["model"]: g for g in met["groups"] if g["benchmark"] == "*"}
+    for row in doc["models"]:
+        g = pooled[row["model"]]
+        assert row["p_cond"] == g["p_cond"] and row["p_cond_test"] == g["p_cond_test"]
+        assert "task as the unit" in row["p_cond_test"]
+        assert row["n_cond_tasks"] < g["n_cond"]  # epochs: fewer tasks than pairs
+    assert any(abs(r["p_cond"] - r["mcnemar_p_cond"]) > 1e-6 for r in doc["models"])
+    out = _invoke(["compare", str(runs), "--bootstrap", "0", "--quiet"]).stdout
+    assert f"p: {doc['models'][0]['p_cond_test']} on the retrieval-triggered pairs" in out
+    from skillaudit.render import pval
+    for row in doc["models"]:
+        line = next(ln for ln in out.splitlines() if row["model"] in ln)
+        assert pval(row["p_cond"]) in line
+
+
 def _has_sample_runs() -> bool:
     return any((REPO / "sample_runs").glob("*.jsonl"))
 

@@ -210,7 +210,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
         flag = ("⚠ sign" if r["sign_disagreement"] else "") + ("" if r["reportable"] else " n<min")
         t.add_row(r["model"], "all" if r["benchmark"] == "*" else r["benchmark"], str(r["n_pairs"]),
                   str(r["n_cond"]), pp(r["agg_lift"]), pp_ci(r["agg_lift_ci"]), pp(r["rae"]),
-                  pp_ci(r["rae_ci"]), f"{r['cond_b']}/{r['cond_c']}", pval(r["mcnemar_p_cond"]),
+                  pp_ci(r["rae_ci"]), f"{r['cond_b']}/{r['cond_c']}", pval(r["p_cond"]),
                   Text(flag.strip(), style="bold red" if r["sign_disagreement"] else ""),
                   style="" if r["reportable"] else "dim")
     out = console()
@@ -218,6 +218,11 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     if doc["n_sign_disagreement"]:
         out.print(f"⚠ sign: {doc['n_sign_disagreement']} of {len(doc['models'])} model(s) — the aggregate "
                   "lift says the opposite of running the same tasks with and without skills.")
+    tests = sorted({r["p_cond_test"] for r in doc["models"] if r["p_cond_test"]})
+    if tests:
+        out.print("p: " + "; ".join(tests) + " on the retrieval-triggered pairs, the task as the unit; the RAE "
+                  "CI inverts it (excludes 0 exactly when p <= 0.05). lift CI: task-level paired bootstrap"
+                  + (f" ({n_boot:,} resamples)." if n_boot else " (none: --bootstrap 0)."))
     if out_file is not None:
         out.print(f"Figure 1: {os.path.abspath(out_file)}")
 
