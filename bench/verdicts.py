@@ -12,7 +12,10 @@ as `skillaudit prune` (attribute_models -> recommend, default rules):
 - model-split (a skill hurts model-a, helps model-b): seeds where it is pruned for both models
   (must be 0), seeds where it is flagged as differing in sign;
 - null-epochs (no effect, 5 epochs per task): share of data sets with metrics' p_cond <= 0.05,
-  next to the exact McNemar on the pooled pairs (which ignores that epochs repeat a task).
+  next to the exact McNemar on the pooled pairs (which ignores that epochs repeat a task);
+- compare-null (issue 51 F1): compare's p under no effect with 5 epochs (ICC 0.8), >= 2,000 sets;
+- collinear (issue 51 F2): a harmful skill mostly co-retrieved with an innocent one;
+- het-size: null size of the "skills differ" test on shapes where no skill differs.
 
 Prints one table; every figure is a count over seeds.
 """
@@ -29,7 +32,14 @@ from skillaudit.attribution import attribute_models
 from skillaudit.metrics import compute_metrics
 from skillaudit.recommend import recommend
 from skillaudit.runs import read_text_records
-from skillaudit.simulate import easy_hard, scenario, sparse_flips, zipf_library
+from skillaudit.simulate import (
+    collinear_pair,
+    correlated_epochs,
+    easy_hard,
+    scenario,
+    sparse_flips,
+    zipf_library,
+)
 
 
 def _runs(records):
@@ -174,6 +184,74 @@ def null_epochs(n_sets: int) -> dict[str, float]:
             "pooled McNemar <= 0.05": pooled / n_sets}
 
 
+def compare_null(n_sets: int) -> dict[str, object]:
+    """Issue 51 F1: no effect, 5 epochs per task with intraclass correlation 0.8 (200 tasks): how
+    often `compare`'s p (metrics' task-level p_cond) is <= 0.05, next to the exact McNemar on the
+    pooled pairs it printed before (every epoch counted as a task)."""
+    from skillaudit.report.compare import compare_doc
+
+    task_level = pooled = 0
+    for seed in range(n_sets):
+        recs, _ = correlated_epochs(seed)
+        doc = compare_doc(compute_metrics(_runs(recs), n_boot=0).to_dict())
+        (row,) = doc["models"]
+        task_level += row["p_cond"] <= 0.05
+        pooled += row["mcnemar_p_cond"] <= 0.05
+    return {"data sets": n_sets, "compare p <= 0.05": _se(task_level, n_sets),
+            "pooled-pair McNemar <= 0.05": _se(pooled, n_sets)}
+
+
+def _se(k: float, n: int) -> str:
+    """'k/n (rate ± Monte Carlo SE)'."""
+    rate = k / max(n, 1)
+    return f"{k:g}/{n} ({rate:.3f} ± {np.sqrt(rate * (1 - rate) / max(n, 1)):.3f})"
+
+
+def _mask_sent(r) -> bool:
+    return r.action == "needs-data" and "--arms mask" in r.reason
+
+
+def collinear(seeds: range, n_boot: int) -> dict[str, object]:
+    """Issue 51 F2: one harmful skill co-retrieved with an innocent one by 25% of the tasks, the
+    innocent alone in 4%, 30% of the pair's passes turned into failures (800 tasks, 20 skills):
+    seeds where the harmful one is pruned, rewritten or sent to mask arms; kept under a library
+    verdict; innocent skills pruned or rewritten per seed."""
+    acted = kept_wide = innocent = 0
+    for seed in seeds:
+        recs, truth = collinear_pair(seed)
+        runs = _runs(recs)
+        ma = attribute_models(runs, n_boot=n_boot, seed=seed)
+        out = recommend(runs, ma)
+        bad = next(s for s, k in truth.items() if k == "harmful")
+        r = out.get(bad)
+        acted += r is not None and (r.action in ("prune", "rewrite") or _mask_sent(r))
+        kept_wide += r is not None and r.action == "keep" and r.rule == "S502"
+        innocent += sum(1 for x in out.skill_recommendations()
+                        if x.skill_id != bad and x.action in ("prune", "rewrite"))
+    n = len(seeds)
+    return {"seeds": n, "harmful pruned/rewritten/mask arms": _se(acted, n),
+            "kept under a library verdict": _se(kept_wide, n), "innocent pruned/rewritten / seed": innocent / n}
+
+
+def het_size(n_sets: int) -> dict[str, object]:
+    """Null size of the "skills differ" test (heterogeneity p <= 0.05) on shapes where no skill
+    differs from another: depth-only harm (dilution), retrieval tied to easy or hard tasks, and the
+    collinear pair without harm (a quarter of the tasks retrieve the same two skills)."""
+    from skillaudit.library_effect import HETEROGENEITY_ALPHA
+
+    def rate(make) -> str:
+        rej = 0
+        for seed in range(n_sets):
+            ma = attribute_models(make(seed), n_boot=50, seed=seed)
+            lib = ma.results[0].library
+            rej += lib is not None and lib.heterogeneity_p is not None and lib.heterogeneity_p <= HETEROGENEITY_ALPHA
+        return _se(rej, n_sets)
+
+    return {"dilution": rate(lambda s: scenario("dilution", seed=50_000 + s).runs()),
+            "easy/hard null": rate(lambda s: _runs(easy_hard(50_000 + s, n_harmful=0)[0])),
+            "collinear null": rate(lambda s: _runs(collinear_pair(50_000 + s, harm=0.0)[0]))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
@@ -192,7 +270,10 @@ def main() -> None:
                       ("dilution", lambda: dilution(seeds, args.bootstrap)),
                       ("two-harmful", lambda: two_harmful(seeds, args.bootstrap)),
                       ("model-split", lambda: model_split(seeds, args.bootstrap)),
-                      ("null-epochs", lambda: null_epochs(args.null))):
+                      ("null-epochs", lambda: null_epochs(args.null)),
+                      ("compare-null", lambda: compare_null(max(args.null, 2000))),
+                      ("collinear", lambda: collinear(seeds, args.bootstrap)),
+                      ("het-size", lambda: het_size(args.null))):
         if only and label not in only:
             continue
         t0 = time.perf_counter()

@@ -4,7 +4,8 @@
  * shuffled[q, i]) it gathers each row's permuted residual,
  *     res[j] = r_at[shuffled[q, rs[j]] * width + ps[j]],
  * and, for each design (tested columns x rows, CSR), the statistics of its scores
- *     u_g = sum over the column's rows of data * res[offset + row],  z2_g = u_g * u_g / n_g,
+ *     u_g = sum over the column's rows of data * res[offset + row],  z2_g = u_g * u_g / n_g (n_g: the
+ *     divisor the caller passes, U_g's permutation variance),
  *     out[0, q] = sum_g z2_g,  out[1, q] = max_g z2_g.
  * The numpy path it replaces moved two (permutations x rows) arrays through memory per chunk
  * (int32 indices, then float64 residuals) and transposed one for the sparse product; here a

@@ -29,7 +29,7 @@ DIFF_SCHEMA = "skillaudit.diff/v1"
 FAIL_ON = ("harmful", "library", "regression")
 _Z = 1.959963984540054
 #: how bad a verdict is, for "got worse"
-_HEADLINE_RANK = {"helps": 0, "unclear": 1, "too-few": 1, "mixed": 2, "hurts": 3}
+_HEADLINE_RANK = {"helps": 0, "unclear": 1, "too-few": 1, "both-ways": 2, "mixed": 2, "hurts": 3}
 _LIBRARY_RANK = {"none": 0, "skill-specific": 1, "library-wide": 2}
 
 
@@ -125,13 +125,15 @@ def rae_change(old: dict[str, Any], new: dict[str, Any]) -> tuple[float, list[fl
 
 
 def headline_verdict(g: dict[str, Any], alpha: float = 0.05) -> str:
-    """hurts | helps | unclear | too-few for a pooled metrics group (the audit's headline rule)."""
+    """hurts | helps | both-ways | unclear | too-few for a pooled metrics group (the audit's headline rule)."""
     p = g.get("p_cond", g.get("mcnemar_p_cond"))
     if not g.get("reportable") or g.get("rae") is None:
         return "too-few"
     if p is not None and p <= alpha:
         return "hurts" if g["rae"] < 0 else "helps"
-    return "unclear"
+    from .metrics import works_both_ways
+
+    return "both-ways" if works_both_ways(g, alpha) else "unclear"
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

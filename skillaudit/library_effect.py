@@ -12,8 +12,9 @@ Two questions, never mixed (DESIGN §2):
   pairs with the same number of skills (within model and benchmark); per merged column the score
   U_g = sum of r over its pairs (residuals are taken within pairs of the same disabled outcome
   too: a pair that passed without skills can only be harmed, so a skill used by easy tasks
-  would otherwise look worse than one used by hard tasks); statistic T = sum_g U_g^2 / n_g over columns retrieved by at
-  least `MIN_TESTED` pairs, combined with max_g U_g^2 / n_g (see `heterogeneity_test`). Whole tasks (all their retrieving epochs) are permuted among tasks
+  would otherwise look worse than one used by hard tasks); statistic T = sum_g U_g^2 / V_g over columns retrieved by at
+  least `MIN_TESTED` pairs (V_g: U_g's variance under the permutations, so a skill that fills most
+  of its cells is not masked by them), combined with max_g U_g^2 / V_g (see `heterogeneity_test`). Whole tasks (all their retrieving epochs) are permuted among tasks
   with the same model, benchmark and multiset of (retrieved-set size, disabled
   outcome), so the test is exact under
   H0 and respects the task as the unit.
@@ -87,6 +88,9 @@ class LibraryEffect:
     recommendation: str | None  # gate-retrieval | reduce-depth | None
     reportable: bool
     text: str
+    #: the model's both-ways test (`metrics.both_ways_of`: rescues and harms both above what pairs
+    #: that retrieved nothing show), filled in by `recommend`; None where not computed
+    both_ways: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +106,7 @@ class LibraryEffect:
             "skills_per_pair": self.skills_per_pair, "depth_slope": self.depth_slope,
             "depth_slope_ci": list(self.depth_slope_ci) if self.depth_slope_ci else None,
             "recommendation": self.recommendation, "reportable": self.reportable, "text": self.text,
+            "both_ways": self.both_ways,
         }
 
 
@@ -165,7 +170,7 @@ def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndar
     be rescued and one that passed can only be harmed, so without it a skill retrieved by easy
     tasks would look worse than one retrieved by hard tasks although every skill does the same.
 
-    Two statistics of the scores z_g^2 = U_g^2 / n_g are combined: their sum (power when many
+    Two statistics of the scores z_g^2 = U_g^2 / V_g (V_g: U_g's permutation variance) are combined: their sum (power when many
     skills differ a little) and their maximum (power when a few differ a lot). Each is turned
     into its permutation p-value and the smaller of the two is referred to the permutation
     distribution of that minimum (the same permutations), so the combination stays exact.
@@ -229,14 +234,14 @@ def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.nda
     mean = np.bincount(cell, weights=y) / np.bincount(cell)
     r = y - mean[cell]
 
-    designs: list[tuple[np.ndarray | None, Any]] = [(None, _Scorer(Z, tested))]
+    designs: list[tuple[np.ndarray | None, Any]] = [(None, _Scorer(Z, tested, cell, r))]
     shared: list[bool] = []
     for rows, z_s, tested_s in subsets:
         ok = (rows.size == z_s.shape[0] and np.unique(strata[rows]).size <= 1
               and np.array_equal(np.diff(z_s.indptr) * 2 + base[rows], k[rows]))
         shared.append(bool(ok))
         if ok:
-            designs.append((rows, _Scorer(z_s, tested_s)))
+            designs.append((rows, _Scorer(z_s, tested_s, cell[rows], r[rows])))
     obs = [stats(r[:, None] if rows is None else r[rows][:, None])[:, 0] for rows, stats in designs]
     block, unit, pos, row_at = _permutation_plan(units, k, strata)
     n_units = block.size
@@ -318,19 +323,50 @@ def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.nda
     return out
 
 
-class _Scorer:
-    """The statistics (sum and max of z_g^2 = U_g^2 / n_g) of one design's tested columns, from
-    permuted residuals: `__call__` with numpy, `for_kernel` for the C loop (`_perm.stats`)."""
+def permutation_variance(zt: Any, cell: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Per column of `zt` (columns x rows, 0/1), the variance of U_g = sum of its rows' residuals
+    when residuals are shuffled within their cells: sum_c s_c^2 n_cg (n_c - n_cg) / (n_c - 1),
+    s_c^2 the mean squared residual of cell c (residuals are centred per cell), n_c its rows, n_cg
+    those of column g (sampling without replacement). A column that holds every row of its cells
+    has variance 0: shuffling cannot move its score, so it says nothing about differences."""
+    import scipy.sparse as sp
 
-    def __init__(self, design: Csr, cols_on: np.ndarray) -> None:
+    _, c = np.unique(cell, return_inverse=True)
+    c = c.ravel()
+    n_cells = int(c.max()) + 1 if c.size else 0
+    n_c = np.bincount(c, minlength=n_cells).astype(np.float64)
+    s2 = np.bincount(c, weights=r * r, minlength=n_cells) / np.maximum(n_c, 1.0)
+    onehot = sp.csr_matrix((np.ones(c.size), (np.arange(c.size), c)), shape=(c.size, n_cells))
+    n_cg = (sp.csr_matrix(zt) @ onehot).tocoo()  # columns x cells
+    nc = n_c[n_cg.col]
+    w = np.where(nc > 1, s2[n_cg.col] * n_cg.data * (nc - n_cg.data) / np.maximum(nc - 1, 1.0), 0.0)
+    return np.bincount(n_cg.row, weights=w, minlength=zt.shape[0])
+
+
+class _Scorer:
+    """The statistics (sum and max of z_g^2 = U_g^2 / V_g) of one design's tested columns, from
+    permuted residuals: `__call__` with numpy, `for_kernel` for the C loop (`_perm.stats`).
+
+    V_g is U_g's permutation variance (`permutation_variance`), fixed under every permutation of
+    the test, so standardising by it keeps the test exact. It replaced n_g, the column's pairs:
+    a harmful skill that fills most of its cells (a pair of skills retrieved together by a quarter
+    of the tasks makes most of the two-skill pairs) moves the cell means with it, so its residuals
+    shrink by (n_c - n_cg) / n_c while n_g does not (issue 51: masked in 3 of 6 seeds)."""
+
+    def __init__(self, design: Csr, cols_on: np.ndarray, cell: np.ndarray, r: np.ndarray) -> None:
         import scipy.sparse as sp
 
-        self.zt = sp.csr_matrix(design.to_scipy().T)[np.flatnonzero(cols_on)]  # tested columns x rows
-        self.n_g = np.asarray(self.zt.sum(axis=1)).ravel()
+        zt = sp.csr_matrix(design.to_scipy().T)[np.flatnonzero(cols_on)]  # tested columns x rows
+        var = permutation_variance(zt, cell, r)
+        keep = var > 1e-12 * max(1.0, float(var.max()) if var.size else 1.0)
+        self.zt = zt[np.flatnonzero(keep)]
+        self.n_g = var[keep]
         self._arrays: tuple[np.ndarray, ...] | None = None
         self._mapped: np.ndarray | None = None
 
     def __call__(self, res: np.ndarray) -> np.ndarray:  # res: rows x B -> 2 x B (sum, max)
+        if not self.n_g.size:  # no column can move: both statistics are 0 (the C loop's start)
+            return np.zeros((2, res.shape[1]))
         u = np.asarray(self.zt @ res)
         z2 = u * u / self.n_g[:, None]
         return np.vstack([z2.sum(axis=0), z2.max(axis=0)])

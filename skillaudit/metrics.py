@@ -126,6 +126,8 @@ class GroupMetrics:
     score_p: dict[str, float] = field(default_factory=dict)
     score_test: dict[str, str] = field(default_factory=dict)
     max_pairs_per_task: int = 1
+    # do retrieving pairs flip both ways more than a comparator (stats.ExcessFlips.to_dict)
+    both_ways: dict[str, Any] | None = None
     # pairs whose enabled run says which skills were offered but not which were used
     # ("use_logged": false): retrieval-conditioned figures (RAE, S_call) cannot be computed there
     n_use_unlogged: int = 0
@@ -257,6 +259,7 @@ def group_metrics(
         arm_fields = {"arms": {k: v.to_dict() for k, v in effects.items()}, "aa_flip_rate": aa_rate,
                       "aa_pairs": aa_n, "injection_text": injection_verdict(effects),
                       "aa_between_flip_rate": effects["replicate"].flip_between if "replicate" in effects else None}
+    both = _both_ways(runs, units, skipped, arms)
     return GroupMetrics(
         model=model,
         benchmark=benchmark,
@@ -299,8 +302,57 @@ def group_metrics(
         score_test={"oae": scored[0].test, "rae": scored[1].test, "delta_skip": scored[2].test},
         max_pairs_per_task=max_per_task,
         n_use_unlogged=n_unlogged,
+        both_ways=both.to_dict() if both is not None else None,
         **arm_fields,
     )
+
+
+#: a comparator for the both-ways test needs at least this many pairs
+MIN_COMPARATOR_PAIRS = 20
+#: a both-ways verdict needs at least this many rescues and as many harms
+MIN_BOTH_WAYS_FLIPS = 5
+
+
+def both_ways_of(runs: PairedRuns) -> dict[str, Any] | None:
+    """The both-ways test of `runs` (one model, any benchmarks) against the pairs that retrieved
+    nothing, as the fields `works_both_ways` reads (both_ways, cond_b, cond_c); None without one."""
+    skipped = ~runs.retrieved & ~runs.use_unlogged
+    w = _both_ways(runs, runs.unit_ids(), skipped, None)
+    if w is None:
+        return None
+    cond = runs.retrieved
+    return {"both_ways": w.to_dict(), "cond_b": int(((runs.flip > 0) & cond).sum()),
+            "cond_c": int(((runs.flip < 0) & cond).sum())}
+
+
+def works_both_ways(g: dict[str, Any], alpha: float = 0.05) -> bool:
+    """A metrics group (`to_dict`) whose retrieving pairs flip both ways more than its comparator:
+    each direction's test p <= alpha, with at least MIN_BOTH_WAYS_FLIPS rescues and harms."""
+    w = g.get("both_ways")
+    return bool(w and w["p"] <= alpha and min(g.get("cond_b", 0), g.get("cond_c", 0)) >= MIN_BOTH_WAYS_FLIPS)
+
+
+def _both_ways(runs: PairedRuns, units: np.ndarray, skipped: np.ndarray, arms: Any) -> Any:
+    """The both-ways test (`stats.excess_flips`) of the retrieving pairs against the replicate arm
+    (a second run without skills on the same tasks) where there is one, else against the pairs that
+    retrieved nothing; None without retrieving pairs or a comparator of MIN_COMPARATOR_PAIRS."""
+    from .stats import excess_flips
+
+    cond = runs.retrieved
+    if not cond.any():
+        return None
+    y_neg, flip = runs.y_neg, runs.flip
+    if arms is not None and arms.n and "replicate" in arms.names:
+        rows = arms.of("replicate")
+        if rows.size >= MIN_COMPARATOR_PAIRS:
+            p_ix = arms.pair[rows]
+            ref_flip = arms.correct[rows].astype(np.int64) - y_neg[p_ix].astype(np.int64)
+            return excess_flips(units[cond], y_neg[cond], flip[cond], units[p_ix], y_neg[p_ix], ref_flip,
+                                "the replicate arm (a second run without skills)")
+    if int(skipped.sum()) >= MIN_COMPARATOR_PAIRS:
+        return excess_flips(units[cond], y_neg[cond], flip[cond], units[skipped], y_neg[skipped],
+                            flip[skipped], "pairs that retrieved no skill")
+    return None
 
 
 def _task_wilson(units: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float]:

@@ -34,6 +34,7 @@ from scipy import special as _sp
 
 from .attribution import AttributionResult, SkillAttribution, indicator
 from .library_effect import HETEROGENEITY_ALPHA, LibraryEffect
+from .metrics import both_ways_of, works_both_ways
 from .runs import PairedRuns
 from .stats import bh_qvalues, design_effect
 from .stats import ci_text as _fmt_ci
@@ -174,7 +175,9 @@ class Population:
     partner: dict[str, tuple[str, float]] = field(default_factory=dict)  # near-duplicate, similarity
     cluster_of: dict[str, list[str]] = field(default_factory=dict)  # harmful clusters
     mixed_counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # clean (n, b, c)
-    q_mixed: dict[str, float] = field(default_factory=dict)  # BH q of the excess discordance
+    q_mixed: dict[str, float] = field(default_factory=dict)  # BH q of the both-ways test
+    #: per skill (rescue rate among its clean failing pairs, harm rate among its passing, the others' two)
+    mixed_rates: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
     psi_all: float = 0.0  # discordant rate of all retrieving pairs
     alpha_power: float = 0.10  # the power calculation's alpha
     deff: float = 1.0  # design effect of the epochs
@@ -182,6 +185,8 @@ class Population:
     # skills whose use is unknown: never seen used on a run that logged its use, and offered on (or,
     # where runs do not list what they offered, possibly given to) a run that did not log it
     use_unknown: frozenset[str] = frozenset()
+    #: the model's both-ways test (`stats.ExcessFlips.to_dict`) where it holds (`metrics.works_both_ways`)
+    both: dict[str, Any] | None = None
     _harmful: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @property
@@ -215,6 +220,8 @@ class Population:
                             if in_call.any() else 1.0),
         )
         pop.mixed_counts, pop.q_mixed = pop._excess_discordance(runs, units)
+        bw = both_ways_of(runs)
+        pop.both = bw["both_ways"] if bw is not None and works_both_ways(bw) else None
         pop.use_unknown = _use_unknown(runs, rows, offered or {})
         return pop
 
@@ -261,15 +268,20 @@ class Population:
 
     def _excess_discordance(self, runs: PairedRuns, units: np.ndarray
                             ) -> tuple[dict[str, tuple[int, int, int]], dict[str, float]]:
-        """Per skill (n, b, c) on "clean" pairs and the BH q of its excess discordance.
+        """Per skill (n, b, c) on "clean" pairs and the BH q of its both-ways test.
 
         Counted where no skill already judged harmful or helpful was retrieved alongside (else an
-        innocent neighbour inherits its flips), against the other clean retrieving pairs; tasks
-        (all epochs) are the independent units: the counts are divided by the over-dispersion of
-        discordant counts per task relative to a binomial (Rao-Scott), then an exact one-sided
-        binomial tail (the normal z-test it replaces fired under a pure null in 18% of seeds: 11
-        flips of 20 at base 1/6 is p 1e-4 exactly, 2e-6 by z), BH across skills.
+        innocent neighbour inherits its flips), against the other clean retrieving pairs, like with
+        like: its rescues among its pairs that fail without skills against theirs, its harms among its
+        pairs that pass against theirs (a skill retrieved by easy tasks has more passes to harm and
+        fewer failures to rescue; the total flip count it replaced flagged skills of tasks that flip
+        more either way). Each direction gets a one-sided Fisher exact test on counts divided by the
+        over-dispersion of events per task (Rao-Scott: tasks, with all epochs, are the units); the
+        skill's p is the larger of the two (both must reject: an intersection-union test), BH across
+        skills. `mixed_rates` keeps (its rescue rate, its harm rate, the others' two) for the reason.
         """
+        from .stats import fisher_greater
+
         rows = self.rows
         flagged = np.array([1.0 if (s in rows and (self.harmful(rows[s]) or self.helpful(rows[s]))) else 0.0
                             for s in self.attribution.skill_ids])
@@ -278,23 +290,37 @@ class Population:
             flagged = flagged[: X.shape[1]]
         clean = runs.retrieved & (np.asarray(X @ flagged).ravel() == 0)
         f = runs.flip
-        cols = np.column_stack([clean, clean & (f > 0), clean & (f < 0)]).astype(np.float64)
-        mc = np.rint(np.asarray(X.T @ cols)).astype(np.int64)  # skills(in runs) x [n, b, c]
-        clean_n, clean_d = int(clean.sum()), int(((f != 0) & clean).sum())
-        n_u = np.bincount(units, weights=clean.astype(float))
-        d_u = np.bincount(units, weights=((f != 0) & clean).astype(float))
-        base_all = clean_d / clean_n if clean_n else 0.0
-        var_bin = float((n_u * base_all * (1 - base_all)).sum())
-        phi = max(1.0, float(((d_u - n_u * base_all) ** 2).sum()) / var_bin) if var_bin > 0 else 1.0
+        fail = clean & ~runs.y_neg
+        pas = clean & runs.y_neg
+        ev = [fail, fail & (f > 0), pas, pas & (f < 0)]
+        cols = np.column_stack([clean, clean & (f > 0), clean & (f < 0), *ev]).astype(np.float64)
+        mc = np.rint(np.asarray(X.T @ cols)).astype(np.int64)  # skills(in runs) x [n, b, c, nf, r, np, h]
+        tot = cols.sum(axis=0)
+
+        def dispersion(trials: np.ndarray, events: np.ndarray) -> float:
+            n_u = np.bincount(units, weights=trials.astype(float))
+            d_u = np.bincount(units, weights=events.astype(float))
+            base = float(d_u.sum() / n_u.sum()) if n_u.sum() else 0.0
+            var_bin = float((n_u * base * (1 - base)).sum())
+            return max(1.0, float(((d_u - n_u * base) ** 2).sum()) / var_bin) if var_bin > 0 else 1.0
+
+        phi_r, phi_h = dispersion(ev[0], ev[1]), dispersion(ev[2], ev[3])
         counts: dict[str, tuple[int, int, int]] = {}
         p_mixed = []
         for j, sid in enumerate(runs.skills[: mc.shape[0]]):
-            n_j, b_j, c_j = (int(v) for v in mc[j])
+            n_j, b_j, c_j, nf, r, npass, h = (int(v) for v in mc[j])
             if sid not in rows or n_j == 0:
                 continue
-            base = (clean_d - b_j - c_j + 1) / (clean_n - n_j + 2)
             counts[sid] = (n_j, b_j, c_j)
-            p_mixed.append((sid, binom_upper_tail((b_j + c_j) / phi, n_j / phi, base)))
+            of, orr, op, oh = tot[3] - nf, tot[4] - r, tot[5] - npass, tot[6] - h
+            self.mixed_rates[sid] = (r / nf if nf else 0.0, h / npass if npass else 0.0,
+                                     orr / of if of else 0.0, oh / op if op else 0.0)
+            if not (nf and npass and of and op):
+                p_mixed.append((sid, 1.0))
+                continue
+            p_r = fisher_greater(round(r / phi_r), round(nf / phi_r), round(orr / phi_r), round(of / phi_r))
+            p_h = fisher_greater(round(h / phi_h), round(npass / phi_h), round(oh / phi_h), round(op / phi_h))
+            p_mixed.append((sid, max(p_r, p_h)))
         q = dict(zip([s for s, _ in p_mixed],
                      (float(v) for v in bh_qvalues(np.array([p for _, p in p_mixed], dtype=float))), strict=True))
         return counts, q
@@ -322,6 +348,53 @@ class SkillContext:
     @cached_property
     def mixed(self) -> bool:
         return self.pop.mixed(self.sid)
+
+    @cached_property
+    def worse(self) -> bool:
+        """Reliably worse than the other entries on the same kind of task (S104's relative test:
+        interval below 0, q <= q_max, enough retrieving tasks), whether or not S104 holds."""
+        a, r = self.a, self.rules
+        return bool(not self.measured and self.pop.has_intervals and a.identifiable is True
+                    and a.relative_testable is True and a.n_tasks >= r.min_tasks
+                    and a.relative_q is not None and a.relative_q <= r.q_max
+                    and a.relative_ci is not None and a.relative_ci[1] < 0)
+
+    @cached_property
+    def unconfirmed(self) -> str:
+        """Why a skill that is `worse` is not judged harmful (S104): '' when it is."""
+        a, r, pop = self.a, self.rules, self.pop
+        if not self.worse or self.harmful:
+            return ""
+        if not pop.differ:
+            lib = pop.lib
+            p = lib.heterogeneity_p if lib is not None else None
+            return ("the test that the skills differ at all does not reject on "
+                    f"{pop.model} (p {_fmt_q(p)}, needs <= {r.heterogeneity_alpha:.2f})")
+        if not (a.coef_ci is not None and a.coef_ci[1] < 0):
+            partner = next((p for p, _ in pop.attribution.partners(self.sid)), None)
+            return ("its own effect is not below zero once co-retrieved skills are accounted for ("
+                    + (self.coef_txt or "no regression estimate")
+                    + (f"; most often retrieved with {partner}" if partner else "") + ")")
+        return f"it has fewer than {r.min_discordant} flips ({self.counts})"
+
+    @cached_property
+    def mask_plan(self) -> tuple[int, int]:
+        """(mask re-runs that would decide it, draws per retrieving task): a withheld re-run is
+        paired with the task's enabled run (McNemar, delta_min at the power the policy uses); each
+        mask withholds the skill with probability 1/2, so twice the pairs."""
+        a, r, pop = self.a, self.rules, self.pop
+        psi = (a.b + a.c) / a.n_retrieved if a.n_retrieved and a.b + a.c else pop.psi_all
+        pairs = mcnemar_sample_size(r.delta_min, max(psi, pop.psi_all / 2), pop.alpha_power, r.power)
+        reruns = 2 * tasks_needed(pairs, pop.deff, 1.0)
+        tasks = max(a.n_tasks or a.n_retrieved, 1)
+        return reruns, max(1, math.ceil(reruns / tasks))
+
+    @cached_property
+    def mask_txt(self) -> str:
+        reruns, m = self.mask_plan
+        n = self.a.n_tasks or self.a.n_retrieved
+        return (f"about {reruns} re-runs with it withheld at random would decide it "
+                f"(skillaudit run --arms mask:{m} --base RUNS over its {_n_tasks(n, 'retrieving ')})")
 
     @cached_property
     def dup(self) -> tuple[str, float] | None:
@@ -357,6 +430,18 @@ class SkillContext:
         a = self.a
         return (not (self.pop.wide and (self.exp_harm or self.coef_below)) and self.exp_harm
                 and self.pop.regression and a.identifiable is False and bool(a.aliases))
+
+    @cached_property
+    def entangled(self) -> bool:
+        """Exposure counts look harmful, its regression effect is not below zero, no co-retrieved
+        skill is judged harmful instead, and it shares tasks with others: co-retrieval cannot tell
+        whose harm it is (nor can more tasks retrieved the same way); withholding it can."""
+        a, pop = self.a, self.pop
+        if not (self.exp_harm and pop.regression and a.identifiable is True and not self.coef_below
+                and not pop.wide and pop.has_intervals):
+            return False
+        partners = [p for p, _ in pop.attribution.partners(self.sid)]
+        return bool(partners) and not any(p in pop.rows and pop.harmful(pop.rows[p]) for p in partners)
 
     @cached_property
     def power(self) -> tuple[int, int]:
@@ -547,10 +632,24 @@ def _prune_associated(c: SkillContext) -> str:
             f"{c.rel_txt}; {c.coef_txt}; {c.counts}")
 
 
+def _both_ways_skill(c: SkillContext) -> str:
+    return (f"{c.a.b} rescues and {c.a.c} harms over {_tasks(c.a)} where skills on {c.pop.model} "
+            f"{both_ways_words(c.pop.both)}: see the library-level recommendation")
+
+
+def _worse_unconfirmed(c: SkillContext) -> str:
+    return (f"associated with more harm than the other entries ({c.rel_txt}; {c.counts}), but "
+            f"{c.unconfirmed}: {c.mask_txt}")
+
+
 def _mixed(c: SkillContext) -> str:
     _, b_j, c_j = c.pop.mixed_counts[c.sid]
-    return (f"{b_j} rescues and {c_j} harms where it was retrieved, far more flips than other "
-            f"retrieving pairs (q {_fmt_q(c.pop.q_mixed[c.sid])}): rewrite so it stops misleading")
+    rates = c.pop.mixed_rates.get(c.sid)
+    both = (f": it rescues {rates[0] * 100:.0f}% of its runs that fail without skills and harms "
+            f"{rates[1] * 100:.0f}% of those that pass, against {rates[2] * 100:.0f}% and {rates[3] * 100:.0f}% "
+            "where other skills were retrieved" if rates else ", more both ways than other retrieving pairs")
+    return (f"{b_j} rescues and {c_j} harms where it was retrieved{both} (q {_fmt_q(c.pop.q_mixed[c.sid])}; an "
+            "association): see which tasks it helped and which it hurt, then narrow its trigger or rewrite it")
 
 
 def _helpful(c: SkillContext) -> str:
@@ -596,7 +695,7 @@ def _power_evidence(c: SkillContext) -> dict[str, Any]:
 
 
 def _not_separable(c: SkillContext) -> str:
-    return c.with_where(f"{c.blame}: about {_n_tasks(c.more)} retrieving them separately would decide it")
+    return c.with_where(f"{c.blame}: {c.mask_txt}")
 
 
 def _library_wide(c: SkillContext) -> str:
@@ -627,6 +726,20 @@ def _sign_differs(c: ModelsContext) -> str:
             f"(retrieve it for {helped} only) or rewrite it for {hurt}")
 
 
+def both_ways_words(w: dict[str, Any]) -> str:
+    """The rates behind a both-ways verdict (`stats.ExcessFlips.to_dict`), in words."""
+    return (f"rescue {w['rescue_rate'] * 100:.0f}% of the runs that fail without skills and harm "
+            f"{w['harm_rate'] * 100:.0f}% of those that pass, against {w['ref_rescue_rate'] * 100:.0f}% and "
+            f"{w['ref_harm_rate'] * 100:.0f}% on {w['comparator']} (p {_fmt_q(w['p_rescue'])} and "
+            f"{_fmt_q(w['p_harm'])}; an association)")
+
+
+def _both_ways_library(e: LibraryEffect) -> str:
+    w = e.both_ways["both_ways"]  # type: ignore[index]
+    return (f"on {e.model} skills {both_ways_words(w)}; retrieve them only where they help: split the "
+            "tasks by what they need (benchmark, task features) or rewrite the skills' triggers")
+
+
 def _library_wide_harm(e: LibraryEffect) -> bool:
     return e.verdict == "library-wide" and e.direction == "harm"
 
@@ -649,6 +762,14 @@ RULES: tuple[Rule, ...] = (
          "skill is reliably below 0 with at least 5 flips.",
          "library-wide harm",
          _library_wide_harm, lambda e: e.text, ("verdict", "mean_effect_ci", "heterogeneity_p"), scope="library"),
+    Rule("L003", "both-ways", "gate-retrieval",
+         "No library-wide harm (L001, L002), but where skills are retrieved they rescue more of the runs "
+         "that fail without skills and harm more of those that pass than pairs that retrieved nothing "
+         "do (each one-sided, p ≤ 0.05, at least 5 rescues and 5 harms): they help some tasks and hurt "
+         "others.",
+         "skills work both ways",
+         lambda e: bool(e.both_ways) and works_both_ways(e.both_ways), _both_ways_library,
+         ("both_ways",), scope="library"),
     Rule("S000", "use-not-logged", "needs-data",
          "No run that logged its skill use retrieved or opened the skill, and it was offered on runs "
          "that did not log theirs (or runs that did not log their use do not list what they offered).",
@@ -689,13 +810,30 @@ RULES: tuple[Rule, ...] = (
          lambda c: not c.measured and c.harmful, _prune_associated,
          ("harmful", "relative_effect", "relative_ci", "relative_q", "coef", "coef_ci", *_COUNTS),
          extra=lambda c: {"harmful": True}),
+    Rule("S105", "worse-unconfirmed", "needs-data",
+         f"Reliably worse than the other entries on the same kind of task (S104's relative test: interval "
+         f"below 0, q ≤ q_max, at least min_tasks ({_R.min_tasks}) retrieving tasks) but not judged harmful "
+         "(the skills-differ test does not reject, its regression effect is not below 0, or too few flips): "
+         "re-runs with it withheld (mask arms) decide it; never kept under a library verdict.",
+         "worse than the others, unconfirmed",
+         lambda c: bool(c.unconfirmed), _worse_unconfirmed,
+         ("relative_effect", "relative_ci", "relative_q", "coef", "coef_ci", "mask_reruns", *_COUNTS),
+         extra=lambda c: {"mask_reruns": c.mask_plan[0], "mask_draws": c.mask_plan[1]}),
     Rule("S201", "mixed", "rewrite",
          f"b and c both ≥ mixed_min ({_R.mixed_min}), the smaller ≥ mixed_ratio ({_R.mixed_ratio:.2f}) of "
-         "the flips, and more flips than the other retrieving pairs where no harmful or helpful skill "
-         "was retrieved (one-sided binomial test over tasks, Rao-Scott, BH q ≤ q_max).",
-         "many rescues and many harms",
+         "the flips, and both more rescues among its runs that fail without skills and more harms among "
+         "those that pass than the other retrieving pairs where no harmful or helpful skill was retrieved "
+         "(one-sided Fisher exact per direction over tasks, Rao-Scott, the larger p, BH q ≤ q_max).",
+         "works both ways, more than the others",
          lambda c: c.mixed, _mixed, ("discordance_q", *_COUNTS),
          extra=lambda c: {"discordance_q": float(c.pop.q_mixed[c.sid])}),
+    Rule("S202", "both-ways-like-the-library", "keep",
+         "The model's skills work both ways (L003) and this one flipped runs both ways too (at least one "
+         "rescue and one harm) without being judged on its own (S201), and is neither reliably helpful nor a near-duplicate: the "
+         "library-level action covers it.",
+         "works both ways, like the library",
+         lambda c: bool(c.pop.both) and not c.pop.wide and c.a.b > 0 and c.a.c > 0 and not c.helpful
+         and c.dup is None, _both_ways_skill, _COUNTS, extra=_power_evidence),
     Rule("S301", "reliably-helpful", "keep",
          "net > 0 with q ≤ q_max, or a regression interval above 0 (coef q ≤ q_max) with net > 0 and "
          "at least min_discordant flips, and no regression interval below 0.",
@@ -709,10 +847,13 @@ RULES: tuple[Rule, ...] = (
          _merge, ("near_duplicate",), extra=_merge_evidence),
     Rule("S501", "not-separable", "needs-data",
          "Exposure counts look harmful (net < 0, q ≤ q_max), or the harm is library-wide and its effect "
-         "is below 0, but it was never retrieved apart from other skills (not identifiable).",
-         "harm not separable from its aliases",
-         lambda c: bool(c.blame) and c.a.identifiable is False, _not_separable,
-         ("identifiable", "aliases", "more_tasks_needed"), extra=_power_evidence),
+         "is below 0, but it was never retrieved apart from other skills (not identifiable), or its "
+         "regression effect is not below 0 while no co-retrieved skill is judged harmful instead: "
+         "re-runs with it withheld (mask arms) separate it.",
+         "harm not separable from co-retrieved",
+         lambda c: bool(c.blame) and (c.a.identifiable is False or c.entangled), _not_separable,
+         ("identifiable", "aliases", "mask_reruns", "more_tasks_needed"),
+         extra=lambda c: {**_power_evidence(c), "mask_reruns": c.mask_plan[0], "mask_draws": c.mask_plan[1]}),
     Rule("S502", "harm-is-library-wide", "keep",
          "The model's library verdict is library-wide (the skills do not differ; see L001/L002) and the "
          "skill's exposure counts look harmful or its effect is below 0, but it is not judged harmful.",
@@ -720,10 +861,12 @@ RULES: tuple[Rule, ...] = (
          lambda c: bool(c.blame) and c.pop.wide, _library_wide,
          ("relative_effect", "relative_ci", "coef_ci"), extra=_power_evidence),
     Rule("S503", "too-few-tasks", "needs-data",
-         f"Fewer retrieving tasks than a McNemar power calculation needs to detect delta_min "
+         f"Exposure counts inconclusive (no q ≤ q_max either way) or fewer than min_tasks retrieving tasks, "
+         f"and fewer retrieving tasks than a McNemar power calculation needs to detect delta_min "
          f"({_R.delta_min * 100:.0f} pp) with power {_R.power:.2f}, in tasks with the epochs' design effect.",
          "too few retrieving tasks",
-         lambda c: c.more > 0, _too_few_tasks,
+         lambda c: c.more > 0 and ((c.a.n_tasks or c.a.n_retrieved) < c.rules.min_tasks
+                                   or not (c.exp_harm or c.exp_help)), _too_few_tasks,
          ("tasks_needed", "more_tasks_needed", "design_effect", "pairs_per_task"), extra=_power_evidence),
     Rule("S504", "no-reliable-effect", "keep",
          "None of the above: no reliable effect either way.",

@@ -35,6 +35,12 @@ def _near(ev: dict[str, Any]) -> str:
     return f"like {nd.get('skill_id')} (similarity {nd.get('similarity', 0):.2f})" if nd else ""
 
 
+def _both(bw: dict[str, Any]) -> str:
+    w = bw["both_ways"]
+    return (f"rescue {w['rescue_rate'] * 100:.0f}% / harm {w['harm_rate'] * 100:.0f}% vs "
+            f"{w['ref_rescue_rate'] * 100:.0f}% / {w['ref_harm_rate'] * 100:.0f}% without a skill")
+
+
 def _sign(ev: dict[str, Any]) -> str:
     return f"{_pp(ev.get('coef'))} on {ev.get('model')}"
 
@@ -44,13 +50,17 @@ def _sign(ev: dict[str, Any]) -> str:
 KEY_FIGURE: dict[str, Callable[[dict[str, Any]], str]] = {
     "L001": lambda ev: f"{_pp(ev.get('mean_effect'))} per injected skill{_ci(ev.get('mean_effect_ci'))}",
     "L002": lambda ev: f"{_pp(ev.get('mean_effect'))} per injected skill{_ci(ev.get('mean_effect_ci'))}",
+    "L003": lambda ev: _both(ev.get("both_ways") or {}),
     "S000": lambda ev: "use unknown",
     "S001": lambda ev: "retrieved on no task",
     "S101": lambda ev: f"{_flips(ev)}; {_near(ev)}",
     "S102": _flips,
     "S103": lambda ev: f"withheld: {_pp(ev.get('causal_effect'))}{_ci(ev.get('causal_ci'))}{_q(ev.get('causal_q'))}",
     "S104": lambda ev: f"vs others {_pp(ev.get('relative_effect'))}{_ci(ev.get('relative_ci'))}{_q(ev.get('relative_q'))}",
+    "S105": lambda ev: (f"vs others {_pp(ev.get('relative_effect'))}{_ci(ev.get('relative_ci'))}"
+                        f"{_q(ev.get('relative_q'))}; ~{ev.get('mask_reruns', 0):,} mask re-runs"),
     "S201": _flips,
+    "S202": _flips,
     "S301": lambda ev: f"{_pp(ev.get('coef'))}{_ci(ev.get('coef_ci'))}; {_flips(ev)}",
     "S401": _near,
     "S501": lambda ev: f"aliases: {', '.join(map(str, ev.get('aliases') or [])) or '–'}",

@@ -224,6 +224,20 @@ def _as_models(attribution: AttributionResult | ModelAttributions) -> ModelAttri
                              settings=dict(attribution.settings))
 
 
+def _with_both_ways(e: LibraryEffect, runs: PairedRuns) -> LibraryEffect:
+    """`e` with its cell's both-ways test (`metrics.both_ways_of`) for the library rules."""
+    from dataclasses import replace
+
+    from .metrics import both_ways_of
+
+    sub = runs
+    if e.model != "*" and e.model in runs.models:
+        sub = sub.select(model=e.model)
+    if e.benchmark != "*" and e.benchmark in sub.benchmarks:
+        sub = sub.select(benchmark=e.benchmark)
+    return replace(e, both_ways=both_ways_of(sub))
+
+
 def _library_recommendations(effects: Sequence[LibraryEffect]) -> list[Recommendation]:
     """One `gate-retrieval` / `reduce-depth` per model (and per benchmark where only it shows it),
     decided by the library rules (L0xx)."""
@@ -349,7 +363,8 @@ def recommend(
               for sid in {r.skill_id for r in skill_recs}}
     skill_recs.sort(key=lambda r: (_ORDER[r.action], net_of.get(r.skill_id, 0), r.skill_id or "",
                                    r.models))
-    recs = _library_recommendations(ma.library) + skill_recs
+    effects = tuple(_with_both_ways(e, runs) for e in ma.library)
+    recs = _library_recommendations(effects) + skill_recs
 
     removed: dict[str | None, list[str]] = {}
     for r in skill_recs:
@@ -364,7 +379,7 @@ def recommend(
                 "models": list(per_model), "pooled_models": ma.pooled,
                 "near_duplicates": None if near_duplicates is None else len(near_duplicates)}
     return PruneResult(recommendations=tuple(recs), projected=total, settings=settings,
-                       library=ma.library, projected_per_model=tuple(by_model))
+                       library=effects, projected_per_model=tuple(by_model))
 
 
 # ---------------------------------------------------------------- --apply: a pruned copy

@@ -444,3 +444,118 @@ def sparse_flips(seed: int = 0, n_tasks: int = 143, harm: float = 0.028, rescue:
     sets = [["skill-00"] for _ in range(n_tasks)]
     eff = express if epochs > 1 else 1.0
     return _records(sets, y_neg, y_pos), (rescue - harm) * eff
+
+
+# ---------------------------------------------------------------- shapes of issue 51
+def collinear_pair(seed: int = 0, n_tasks: int = 800, n_skills: int = 20, together: float = 0.25,
+                   innocent_alone: float = 0.04, harm: float = 0.30, perturb: float = 0.15,
+                   epochs: int = 1) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """One harmful skill mostly co-retrieved with an innocent one: a `together` share of the tasks
+    retrieves the pair (sometimes with one more skill), an `innocent_alone` share the innocent one
+    without it, the harmful one is never retrieved apart; the other tasks retrieve 1-2 of the other
+    skills (20% none). Every injected set perturbs alike (the enabled outcome is the disabled one
+    flipped with probability `perturb`); the harmful skill also turns a `harm` share of the passes
+    where it was retrieved into failures. truth: "harmful", "partner" (innocent) or "none"."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    bad, partner = (ids[int(i)] for i in rng.choice(n_skills, size=2, replace=False))
+    others = [s for s in ids if s not in (bad, partner)]
+    u = rng.random(n_tasks)
+    sets: list[list[str]] = []
+    for t in range(n_tasks):
+        extra = [str(rng.choice(others))] if rng.random() < 0.3 else []
+        if u[t] < together:
+            sets.append(sorted([bad, partner, *extra]))
+        elif u[t] < together + innocent_alone:
+            sets.append(sorted([partner, *extra]))
+        elif rng.random() < 0.8:
+            sets.append(sorted(rng.choice(others, size=1 + int(rng.random() < 0.4), replace=False).tolist()))
+        else:
+            sets.append([])
+    p = 1.0 / (1.0 + np.exp(-rng.normal(0.3, 1.5, n_tasks)))
+    y_neg = rng.random((n_tasks, epochs)) < p[:, None]
+    has = np.array([bool(k) for k in sets])[:, None]
+    y_pos = y_neg ^ ((rng.random((n_tasks, epochs)) < perturb) & has)
+    hit = np.array([bad in k for k in sets])[:, None]
+    y_pos = y_pos & ~((rng.random((n_tasks, epochs)) < harm) & hit)
+    truth = {s: ("harmful" if s == bad else "partner" if s == partner else "none") for s in ids}
+    return _records(sets, y_neg, y_pos), truth
+
+
+def correlated_epochs(seed: int = 0, n_tasks: int = 200, epochs: int = 5, icc: float = 0.8,
+                      retrieve: float = 0.7) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """No effect on average, epochs strongly correlated within a task: each task's pass
+    probability with and without skills is drawn on its own from Beta(a, a), intraclass correlation
+    `icc` (a = (1 - icc) / (2 icc)), the same for every epoch: a task that skills happen to help (or
+    hurt) does so in most epochs, while the mean effect over tasks is 0. A `retrieve` share of the
+    tasks retrieves one of 10 skills. Epochs repeat a task: a test that counts them as tasks
+    rejects far more often than its level."""
+    rng = np.random.default_rng(seed)
+    a = (1.0 - icc) / (2.0 * icc)
+    p_neg, p_pos = rng.beta(a, a, n_tasks), rng.beta(a, a, n_tasks)
+    ids = [f"skill-{i:02d}" for i in range(10)]
+    sets = [[str(rng.choice(ids))] if rng.random() < retrieve else [] for _ in range(n_tasks)]
+    y_neg = rng.random((n_tasks, epochs)) < p_neg[:, None]
+    y_pos = rng.random((n_tasks, epochs)) < p_pos[:, None]
+    return _records(sets, y_neg, y_pos), {s: "none" for s in ids}
+
+
+def two_sided(seed: int = 0, n_tasks: int = 800, n_skills: int = 20, rescue: float = 0.35,
+              harm: float = 0.35, noise: float = 0.18, retrieve: float = 0.75, epochs: int = 1,
+              replicate: bool = False) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Skills that help some tasks and hurt others: where a task retrieves skills (1-2 of
+    `n_skills`, a `retrieve` share of the tasks), a run that fails without skills is rescued with
+    probability `rescue` and one that passes is harmed with probability `harm`; every other pair
+    flips with probability `noise` (sampling noise), so retrieving pairs flip far more often while
+    RAE nets the two to about 0. `replicate`: also a replicate arm record (a second run without
+    skills, `noise` flips) per pair. truth: every skill "both"."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    sets = [sorted(rng.choice(ids, size=1 + int(rng.random() < 0.4), replace=False).tolist())
+            if rng.random() < retrieve else [] for _ in range(n_tasks)]
+    has = np.array([bool(k) for k in sets])[:, None]
+    p = 1.0 / (1.0 + np.exp(-rng.normal(0.3, 1.5, n_tasks)))
+    y_neg = rng.random((n_tasks, epochs)) < p[:, None]
+    u = rng.random((n_tasks, epochs))
+    flip = np.where(has, np.where(y_neg, u < harm, u < rescue), u < noise)
+    y_pos = y_neg ^ flip
+    recs = _records(sets, y_neg, y_pos)
+    if replicate:
+        y_rep = y_neg ^ (rng.random((n_tasks, epochs)) < noise)
+        for e in range(epochs):
+            for t in range(n_tasks):
+                recs.append({"task_id": f"sim-bench/{t}", "model": "sim-model", "benchmark": "sim-bench",
+                             "epoch": e + 1, "condition": "disabled", "arm": "replicate",
+                             "correct": bool(y_rep[t, e])})
+    return recs, {s: "both" for s in ids}
+
+
+def difficulty_split(seed: int = 0, n_tasks: int = 800, n_skills: int = 20, gap: float = 0.15,
+                     harm: float = 0.3, n_harmful: int = 1, models: Sequence[str] = ("sim-model",),
+                     epochs: int = 1) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Half the skills are retrieved by easier tasks, half by harder ones (pass rates `gap` apart,
+    around 0.5), 1-2 skills per task (80% of tasks retrieve). Runs are sampled: with and without
+    skills a task passes with its own probability, drawn independently, so mid-difficulty tasks
+    flip more in both directions whatever was retrieved. `n_harmful` skills (of the easier half)
+    also turn a `harm` share of the passes where they were retrieved into failures. Each model
+    draws its own runs over the same tasks and retrievals. truth: "harmful" or "none"."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    easy_ids, hard_ids = ids[: n_skills // 2], ids[n_skills // 2:]
+    harmful = set(rng.choice(easy_ids, size=n_harmful, replace=False).tolist()) if n_harmful else set()
+    easy = rng.random(n_tasks) < 0.5
+    logit = rng.normal(0.0, 1.2, n_tasks) + np.where(easy, 1.0, -1.0) * 2.0 * gap
+    p = 1.0 / (1.0 + np.exp(-logit))
+    sets = []
+    for t in range(n_tasks):
+        pool = easy_ids if easy[t] else hard_ids
+        k = 1 + int(rng.random() < 0.4)
+        sets.append(sorted(rng.choice(pool, size=k, replace=False).tolist()) if rng.random() < 0.8 else [])
+    bad = np.array([any(s in harmful for s in k) for k in sets])[:, None]
+    out: list[dict[str, Any]] = []
+    for model in models:
+        y_neg = rng.random((n_tasks, epochs)) < p[:, None]
+        y_pos = rng.random((n_tasks, epochs)) < p[:, None]
+        y_pos = y_pos & ~((rng.random((n_tasks, epochs)) < harm) & bad)
+        out += _records(sets, y_neg, y_pos, model=model)
+    return out, {s: ("harmful" if s in harmful else "none") for s in ids}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
@@ -526,3 +526,80 @@ def skellam_test(d_obs: int, lam_up: float, lam_down: float, level: float = 0.95
     acc = np.flatnonzero(two > 1 - level)
     a, b = (int(acc[0]) - top_v, int(acc[-1]) - top_v) if acc.size else (d_obs, d_obs)
     return min(p, 1.0), p_min, a, b
+
+
+# ---------------------------------------------------------------- flips both ways
+def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> float:
+    """One-sided Fisher exact p of "rate 1 > rate 2": P(X >= k1) for X hypergeometric with
+    k1 + k2 events among n1 + n2, n1 drawn (scipy.stats.fisher_exact(..., 'greater'))."""
+    k1, n1, k2, n2 = (int(v) for v in (k1, n1, k2, n2))
+    if n1 <= 0 or n2 < 0 or k1 <= 0:
+        return 1.0
+    big_n, big_k = n1 + n2, k1 + k2
+    hi = min(n1, big_k)
+    if k1 > hi:
+        return 0.0
+    lf = _log_factorial(big_n)
+    x = np.arange(k1, hi + 1)
+    log_pmf = (lf[big_k] - lf[x] - lf[big_k - x] + lf[big_n - big_k] - lf[n1 - x]
+               - lf[big_n - big_k - n1 + x] - lf[big_n] + lf[n1] + lf[big_n - n1])
+    return float(min(1.0, np.exp(log_pmf).sum()))
+
+
+@dataclass(frozen=True)
+class ExcessFlips:
+    """Do skills flip outcomes both ways more than a comparator does (`excess_flips`)?
+
+    Rescues are counted among pairs that fail without skills, harms among pairs that pass, on the
+    retrieving pairs and on the comparator's (pairs that retrieved nothing, or the replicate arm:
+    a second run without skills); each direction gets a one-sided test, and "both ways" holds when
+    both reject (p = the larger of the two: an intersection-union test, exact at its level)."""
+
+    rescue_rate: float
+    harm_rate: float
+    ref_rescue_rate: float
+    ref_harm_rate: float
+    p_rescue: float
+    p_harm: float
+    n_fail: int  # retrieving pairs that fail without skills (rescue chances)
+    n_pass: int
+    ref_n_fail: int
+    ref_n_pass: int
+    comparator: str
+    test: str = "one-sided Fisher exact per direction on task-level counts (Rao-Scott), both must reject"
+
+    @property
+    def p(self) -> float:
+        return max(self.p_rescue, self.p_harm)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "p": self.p}
+
+
+def _scaled_counts(units: np.ndarray, events: np.ndarray) -> tuple[int, int]:
+    """(events, trials) divided by the epochs' design effect, rounded: tasks, not pairs."""
+    if events.size == 0:
+        return 0, 0
+    deff = design_effect(units, events.astype(np.float64))
+    return round(float(events.sum()) / deff), max(round(events.size / deff), 1)
+
+
+def excess_flips(units: np.ndarray, y_neg: np.ndarray, flip: np.ndarray, ref_units: np.ndarray,
+                 ref_y_neg: np.ndarray, ref_flip: np.ndarray, comparator: str) -> ExcessFlips | None:
+    """The both-ways test of retrieving pairs (units, disabled outcome, flip) against a comparator's
+    pairs; None when either side has no pair that fails or none that passes without skills."""
+    y_neg, ref_y_neg = np.asarray(y_neg, bool), np.asarray(ref_y_neg, bool)
+    flip, ref_flip = np.asarray(flip), np.asarray(ref_flip)
+    out: list[float] = []
+    sizes: list[int] = []
+    for fails, up in ((True, 1), (False, -1)):
+        mine = ~y_neg if fails else y_neg
+        ref = ~ref_y_neg if fails else ref_y_neg
+        if not mine.any() or not ref.any():
+            return None
+        k1, n1 = _scaled_counts(units[mine], flip[mine] == up)
+        k2, n2 = _scaled_counts(ref_units[ref], ref_flip[ref] == up)
+        out += [float((flip[mine] == up).mean()), float((ref_flip[ref] == up).mean()), fisher_greater(k1, n1, k2, n2)]
+        sizes += [int(mine.sum()), int(ref.sum())]
+    return ExcessFlips(out[0], out[3], out[1], out[4], out[2], out[5], sizes[0], sizes[2], sizes[1], sizes[3],
+                       comparator)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -57,6 +58,13 @@ _HARMFUL = dict(n_retrieved=40, n_tasks=40, b=0, c=8, net=-8, q_value=0.01, coef
 _HELPFUL = dict(b=30, c=5, net=25, q_value=0.001, coef=0.1, coef_ci=(0.05, 0.15), coef_q=0.01)
 
 
+#: a model whose retrieving pairs flip both ways more than the pairs that retrieved nothing
+_BOTH = {"cond_b": 93, "cond_c": 117, "both_ways": {
+    "rescue_rate": 0.36, "harm_rate": 0.35, "ref_rescue_rate": 0.16, "ref_harm_rate": 0.22, "p_rescue": 1e-4,
+    "p_harm": 0.007, "p": 0.007, "n_fail": 257, "n_pass": 334, "ref_n_fail": 100, "ref_n_pass": 109,
+    "comparator": "pairs that retrieved no skill", "test": "one-sided Fisher"}}
+
+
 def _library(verdict="skill-specific", direction=None, depth_slope_ci=None, model="m", benchmark="*"):
     return LibraryEffect(
         model=model, benchmark=benchmark, verdict=verdict, direction=direction, mean_effect=-0.05,
@@ -85,6 +93,7 @@ MEASURED = dict(causal_effect=-0.2, causal_ci=(-0.3, -0.1), causal_q=0.01, causa
 CASES = {
     "L001": lambda: _library("library-wide", "harm", depth_slope_ci=(-0.04, -0.01)),
     "L002": lambda: _library("library-wide", "harm", depth_slope_ci=(-0.04, 0.01)),
+    "L003": lambda: replace(_library("none"), both_ways=_BOTH),
     "S000": lambda: _skill(_row(n_retrieved=0, n_tasks=0, b=0, c=0, q_value=None), use_unknown=frozenset({"s"})),
     "S001": lambda: _skill(_row(n_retrieved=0, n_tasks=0, b=0, c=0, q_value=None)),
     "S101": lambda: _skill(_row(**_HARMFUL), _row("g", **_HELPFUL), differ=True, partner={"s": ("g", 0.9)}),
@@ -93,12 +102,18 @@ CASES = {
     "S103": lambda: _skill(_row(b=1, c=10, net=-9, **MEASURED)),
     "S104": lambda: _skill(_row(**_HARMFUL), differ=True),
     "S201": lambda: _skill(_row(), mixed_counts={"s": (60, 9, 8)}, q_mixed={"s": 0.01}),
+    # the model's skills work both ways; this one flipped runs both ways too
+    "S202": lambda: _skill(_row(b=6, c=8, net=-2), both=_BOTH["both_ways"]),
     "S301": lambda: _skill(_row(**_HELPFUL)),
     "S401": lambda: _skill(_row(), _row("o"), partner={"s": ("o", 0.9)},
                            differences={("o", "s"): (0.08, (0.02, 0.14))}),
     "S501": lambda: _skill(_row(n_retrieved=40, n_tasks=40, b=0, c=8, net=-8, q_value=0.01, coef=None,
                                 coef_ci=None, identifiable=False, aliases=("x",), alias_coef=-0.2)),
-    "S502": lambda: _skill(_row(**_HARMFUL), lib=_library("library-wide", "harm")),  # skills do not differ
+    # worse than the others on the relative test, but the skills do not differ: mask arms decide
+    "S105": lambda: _skill(_row(**_HARMFUL), lib=_library("library-wide", "harm")),
+    # skills do not differ and this one is not reliably worse than the others
+    "S502": lambda: _skill(_row(**{**_HARMFUL, "relative_ci": (-0.3, 0.02), "relative_q": 0.3}),
+                           lib=_library("library-wide", "harm")),
     "S503": lambda: _skill(_row(n_retrieved=12, n_tasks=12, b=1, c=2, net=-1, q_value=1.0)),
     "S504": lambda: _skill(_row()),
     "M001": _sign_split,
@@ -196,10 +211,68 @@ def test_harm_not_separable_from_aliases_needs_data():
     assert "together with x" in reason and ev["more_tasks_needed"] >= 10
 
 
+def test_aliases_and_entangled_harm_point_to_mask_arms():
+    """S501 names `run --arms mask` and how many re-runs, for a skill never retrieved apart (aliases)
+    and for one with 114 retrieving tasks, c 33 and q < 0.001 whose regression effect is not below 0
+    while its co-retrieved partner is not judged harmful (issue 51 F5: it was 'too few retrieving
+    tasks'); when the partner is the harmful one, the skill is not sent to mask arms."""
+    _, reason, ev = decide_skill(CASES["S501"]())
+    assert "run --arms mask:" in reason and f"about {ev['mask_reruns']} re-runs" in reason
+
+    class _Partnered(_Attribution):
+        def partners(self, skill_id):
+            return [("p", 100)] if skill_id == "s" else [("s", 100)]
+
+    row = _row(n_retrieved=114, n_tasks=114, b=4, c=33, net=-29, q_value=0.0005, coef=-0.05,
+               coef_ci=(-0.2, 0.1), relative_q=0.5, relative_ci=(-0.1, 0.02), relative_effect=-0.04)
+    pop = Population(rows={"s": row, "p": _row("p")}, attribution=_Partnered(), differ=True)
+    rule, reason, ev = decide_skill(SkillContext(row, pop))
+    assert rule.id == "S501" and "run --arms mask:" in reason and "over its 114 retrieving tasks" in reason
+    culprit = Population(rows={"s": row, "p": _row("p", **_HARMFUL)}, attribution=_Partnered(), differ=True)
+    rule, reason, _ = decide_skill(SkillContext(row, culprit))
+    assert rule.id not in ("S501", "S503") and "the harm goes to co-retrieved p" in reason
+
+
 def test_library_wide_harm_keeps_the_entry():
     """S502: under a library-wide verdict an entry with harmful counts is kept (the library-level action covers it)."""
     rule, reason, _ = decide_skill(CASES["S502"]())
     assert (rule.id, rule.action) == ("S502", "keep") and "harm is library-wide on *" in reason
+
+
+def test_worse_than_the_others_is_never_kept_under_a_library_verdict():
+    """S105: reliably worse than the other entries (relative interval below 0, q 0.01) while the
+    skills-differ test does not reject -> needs-data naming mask arms and how many re-runs; the same
+    row whose own regression effect is not below 0 says so instead; S502 keeps only an entry that
+    is not reliably worse, and its reason then cites an interval that includes 0."""
+    rule, reason, ev = decide_skill(CASES["S105"]())
+    assert (rule.id, rule.action) == ("S105", "needs-data")
+    assert "the test that the skills differ at all does not reject on * (p 0.600, needs <= 0.05)" in reason
+    assert f"about {ev['mask_reruns']} re-runs with it withheld" in reason
+    assert f"run --arms mask:{ev['mask_draws']} --base RUNS over its 40 retrieving tasks" in reason
+    assert ev["mask_reruns"] >= 2 and ev["mask_draws"] == -(-ev["mask_reruns"] // 40)
+    flat = _skill(_row(**{**_HARMFUL, "coef": -0.05, "coef_ci": (-0.2, 0.1)}), differ=True)
+    rule, reason, _ = decide_skill(flat)
+    assert rule.id == "S105" and "its own effect is not below zero once co-retrieved skills are accounted for" in reason
+    rule, reason, _ = decide_skill(CASES["S502"]())
+    assert rule.id == "S502" and "[-30.0, +2.0] vs the other entries" in reason
+
+
+def test_skills_that_work_both_ways_are_said_so_at_both_levels():
+    """L003: no library-wide harm but rescues and harms both above the comparator's -> a library-level
+    gate-retrieval naming the rates; S202: a skill of that model with rescues and harms is kept under
+    it with the same rates (not "too few retrieving tasks"); with fewer than 5 harms no verdict."""
+    e = CASES["L003"]()
+    rule = first_rule("library", e)
+    assert (rule.id, rule.action) == ("L003", "gate-retrieval")
+    assert rule.reason(e) == ("skills work both ways: on m skills rescue 36% of the runs that fail without "
+                              "skills and harm 35% of those that pass, against 16% and 22% on pairs that "
+                              "retrieved no skill (p <0.001 and 0.007; an association); retrieve them only "
+                              "where they help: split the tasks by what they need (benchmark, task "
+                              "features) or rewrite the skills' triggers")
+    few = replace(e, both_ways={**_BOTH, "cond_c": 4})
+    assert first_rule("library", few) is None
+    rule, reason, _ = decide_skill(_skill(_row(n_retrieved=12, n_tasks=12, b=3, c=4, net=-1), both=_BOTH["both_ways"]))
+    assert rule.id == "S202" and reason.startswith("works both ways, like the library: 3 rescues and 4 harms")
 
 
 def test_too_few_tasks_needs_data_and_says_how_many():

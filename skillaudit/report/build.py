@@ -248,6 +248,20 @@ def offered_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str
     }
 
 
+def both_ways_sentence(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> str | None:
+    """The rescue and harm rates of the retrieving pairs against their comparator's, when both are
+    higher (`metrics.works_both_ways`); else None."""
+    from ..metrics import works_both_ways
+
+    if not works_both_ways(g, alpha):
+        return None
+    w = g["both_ways"]
+    return (f"they rescue {w['rescue_rate'] * 100:.0f}% of the runs that fail without skills and harm "
+            f"{w['harm_rate'] * 100:.0f}% of those that pass, against {w['ref_rescue_rate'] * 100:.0f}% and "
+            f"{w['ref_harm_rate'] * 100:.0f}% flips on {w['comparator']} ({w['test']}: p {_p(w['p_rescue'])} "
+            f"and {_p(w['p_harm'])}; an association)")
+
+
 def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
     """helps | hurts | unclear | too-few for one metrics group, with a one-sentence explanation.
 
@@ -281,6 +295,14 @@ def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, 
         verdict = "unclear"
         text = (f"no clear effect where skills are used: RAE {_pp(rae)}{ci_txt} ({counts}; "
                 f"{test} {_p(p)}, not below {alpha})")
+    both = both_ways_sentence(g, alpha)
+    if both and verdict == "unclear":
+        verdict = "both-ways"
+        text = (f"skills work both ways where they are used: {both}; RAE {_pp(rae)}{ci_txt} nets them "
+                f"out ({counts}). They help some tasks and hurt others: split the tasks by what they "
+                "need (benchmark, task features) or rewrite the skills' triggers")
+    elif both:
+        text += f"; they also work both ways: {both}"
     partial = partial_use_text(g)
     if partial:
         text += f"; {partial}"
@@ -414,19 +436,22 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
             "helps": "The skill library helps where it is used",
             "hurts": "The skill library hurts where it is used",
             "unclear": "No clear effect of the skill library where it is used",
+            "both-ways": "The skill library helps some tasks and hurts others where it is used",
             "too-few": "Too few tasks retrieved skills to judge the library",
         }[overall]
         text = f"On {v['model']}, {v['text']}."
         if v.get("reach"):
             text += f" The agent {v['reach']['text']}."
     else:
-        counts = {k: verdicts.count(k) for k in ("hurts", "helps", "unclear", "too-few")}
+        counts = {k: verdicts.count(k) for k in ("hurts", "helps", "both-ways", "unclear", "too-few")}
         if counts["hurts"] and not counts["helps"]:
             overall = "hurts"
         elif counts["helps"] and not counts["hurts"]:
             overall = "helps"
         elif counts["helps"] and counts["hurts"]:
             overall = "mixed"
+        elif counts["both-ways"]:
+            overall = "both-ways"
         elif counts["unclear"]:
             overall = "unclear"
         else:
@@ -436,11 +461,12 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
             "hurts": "The skill library hurts where it is used",
             "mixed": "The skill library helps some models and hurts others",
             "unclear": "No clear effect of the skill library where it is used",
+            "both-ways": "The skill library helps some tasks and hurts others where it is used",
             "too-few": "Too few tasks retrieved skills to judge the library",
         }[overall]
         n = len(per_model)
-        words = {"hurts": "skills hurt", "helps": "skills help", "unclear": "no clear effect",
-                 "too-few": "too few retrievals to tell"}
+        words = {"hurts": "skills hurt", "helps": "skills help", "both-ways": "skills work both ways",
+                 "unclear": "no clear effect", "too-few": "too few retrievals to tell"}
         parts = [f"{words[k]} for {v} of them" for k, v in counts.items() if v]
         text = f"Across {n} models: " + "; ".join(parts) + "."
         reached = [f"{v['model']} {v['reach']['text']}" for v in per_model if v.get("reach")]

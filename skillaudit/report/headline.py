@@ -19,7 +19,7 @@ MAX_LINES = 8
 #: models listed one per line; more are summarised in one line
 MAX_MODEL_LINES = 4
 
-_WORDS = {"hurts": "skills hurt", "helps": "skills help", "unclear": "no clear effect",
+_WORDS = {"hurts": "skills hurt", "helps": "skills help", "unclear": "no clear effect", "both-ways": "both ways",
           "too-few": "too few tasks retrieved skills"}
 _OFFERED = {"hurts": "offering hurts", "helps": "offering helps", "unclear": "no clear effect of offering"}
 
@@ -35,7 +35,8 @@ def model_row(v: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     offered = v.get("use_logged") is False
     est, ci, p = ((v.get("oae"), v.get("oae_ci"), v.get("oae_p")) if offered
                   else (v.get("rae"), v.get("rae_ci"), v.get("p_cond")))
-    verdict = {"hurts": "hurts", "helps": "helps", "unclear": "unclear", "too-few": "too few tasks"}[v["verdict"]]
+    verdict = {"hurts": "hurts", "helps": "helps", "unclear": "unclear", "both-ways": "both ways",
+               "too-few": "too few tasks"}[v["verdict"]]
     if v["verdict"] == "unclear" and p is not None and p <= 0.05 and b + c < 5:
         verdict = f"unclear: {b + c} flips"
     effect = "" if est is None else f"{est * 100:+.1f}{_ci(ci)}"
@@ -91,8 +92,10 @@ def terminal_lines(h: dict[str, Any], width: int = WIDTH, max_lines: int = MAX_L
     if len(per_model) <= MAX_MODEL_LINES:
         models = [ln[:width] for ln in model_table(per_model, width)] if per_model else []
     else:  # one line of counts; `model_table` of them all follows the headline
-        counts = {k: sum(v["verdict"] == k for v in per_model) for k in ("helps", "hurts", "unclear", "too-few")}
-        words = {"helps": "helped", "hurts": "hurt", "unclear": "unclear", "too-few": "too few tasks"}
+        counts = {k: sum(v["verdict"] == k for v in per_model)
+                  for k in ("helps", "hurts", "both-ways", "unclear", "too-few")}
+        words = {"helps": "helped", "hurts": "hurt", "both-ways": "both ways", "unclear": "unclear",
+                 "too-few": "too few tasks"}
         models = fit(f"{len(per_model)} models: " + ", ".join(f"{c} {words[k]}" for k, c in counts.items() if c)
                      + " (one row per model below)")
     # skill reach comes before any per-skill advice: an unopened skill can neither help nor hurt
