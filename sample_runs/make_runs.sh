@@ -30,3 +30,6 @@ step --benchmark mbpp_plus --data $DATA/mbpp_plus.jsonl --limit 80 --out ${SM}_m
 step --benchmark gsm8k     --data $DATA/gsm8k_test.jsonl --limit 80 --out ${SM}_gsm8k.jsonl $S
 step --benchmark mbpp_plus --data $DATA/mbpp_plus.jsonl --arms random,filler --base ${SM}_mbpp_plus.jsonl --out ${SM}_mbpp_plus.arms.jsonl $S
 step --benchmark gsm8k     --data $DATA/gsm8k_test.jsonl --arms random,filler --base ${SM}_gsm8k.jsonl --out ${SM}_gsm8k.arms.jsonl $S
+# SmolLM2's A/A noise floor (issue 51): the replicate arm, a second run without skills per pair
+step --benchmark mbpp_plus --data $DATA/mbpp_plus.jsonl --arms replicate --base ${SM}_mbpp_plus.jsonl --out ${SM}_mbpp_plus.arms.jsonl $S
+step --benchmark gsm8k     --data $DATA/gsm8k_test.jsonl --arms replicate --base ${SM}_gsm8k.jsonl --out ${SM}_gsm8k.arms.jsonl $S
