@@ -35,9 +35,13 @@ from skillaudit.runs import read_text_records
 from skillaudit.simulate import (
     collinear_pair,
     correlated_epochs,
+    difficulty_split,
+    drift_epochs,
     easy_hard,
     scenario,
+    simulate,
     sparse_flips,
+    two_sided,
     zipf_library,
 )
 
@@ -252,6 +256,149 @@ def het_size(n_sets: int) -> dict[str, object]:
             "collinear null": rate(lambda s: _runs(collinear_pair(50_000 + s, harm=0.0)[0]))}
 
 
+# ---------------------------------------------------------------- issue 51: the table
+def _rate(k: float, n: int) -> tuple[float, float]:
+    """(rate, Monte Carlo SE) of k events in n trials."""
+    r = k / max(n, 1)
+    return r, float(np.sqrt(r * (1 - r) / max(n, 1)))
+
+
+def _mean(xs: list[float]) -> tuple[float, float]:
+    a = np.asarray(xs, dtype=float)
+    return (float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size))) if a.size > 1 else (float(a.mean()), 0.0)
+
+
+def _verdicts(recs, truth, n_boot: int, seed: int) -> dict[str, object]:
+    """Per (model, skill) decisions of one data set against its truth ("harmful" planted skills;
+    a dict model -> set for model-specific truth)."""
+    runs = _runs(recs)
+    out = recommend(runs, attribute_models(runs, n_boot=n_boot, seed=seed))
+    flagged, kept_wide, acted, mixed = set(), set(), set(), set()
+    for r in out.skill_recommendations():
+        per = r.evidence.get("per_model") or {m: {"rule": r.rule, "action": r.action} for m in r.models}
+        for m, v in per.items():
+            action = v.get("action", r.action)
+            if action in ("prune", "rewrite"):
+                flagged.add((m, r.skill_id))
+            if action in ("prune", "rewrite") or (action == "needs-data" and "--arms mask" in (v.get("reason") or r.reason)):
+                acted.add((m, r.skill_id))
+            if v.get("rule") == "S502":
+                kept_wide.add((m, r.skill_id))
+            if v.get("rule") == "S201":
+                mixed.add((m, r.skill_id))
+    models = list(runs.models)
+    harm = truth if isinstance(truth, dict) and truth and isinstance(next(iter(truth.values())), set) else \
+        {m: {s for s, k in truth.items() if k == "harmful"} for m in models}
+    truly = {(m, s) for m in models for s in harm.get(m, set())}
+    return {"models": len(models), "flagged": flagged, "acted": acted, "kept_wide": kept_wide, "truly": truly,
+            "mixed": mixed, "metrics": out}
+
+
+def _decision_row(name: str, make, seeds: range, n_boot: int) -> dict[str, object]:
+    """Power (planted harms pruned, rewritten or sent to mask arms), innocent prune/rewrite flags
+    per model-seed, FDP of prune/rewrite (mean over seeds with a flag), harms kept under a library
+    verdict."""
+    hit = planted = innocent = model_seeds = kept = mixed = 0
+    fdps = []
+    for seed in seeds:
+        recs, truth = make(seed)
+        v = _verdicts(recs, truth, n_boot, seed)
+        hit += len(v["acted"] & v["truly"])
+        planted += len(v["truly"])
+        false = v["flagged"] - v["truly"]
+        innocent += len(false)
+        model_seeds += v["models"]
+        kept += len(v["kept_wide"] & v["truly"])
+        mixed += len(v["mixed"] - v["truly"])
+        if v["flagged"]:
+            fdps.append(len(false) / len(v["flagged"]))
+    return {"shape": name, "seeds": len(seeds), "power": _rate(hit, planted) if planted else None,
+            "innocent flags / model-seed": (innocent / max(model_seeds, 1), float(np.sqrt(innocent) / max(model_seeds, 1))),
+            "innocent S201 (mixed) / model-seed": (mixed / max(model_seeds, 1), float(np.sqrt(mixed) / max(model_seeds, 1))),
+            "FDP": _mean(fdps) if fdps else (0.0, 0.0), "harm kept under a library verdict": kept}
+
+
+def _five_models(seed: int):
+    models = ("m1", "m2", "m3", "m4", "m5")
+    sim = simulate(n_tasks=600, n_skills=20, n_harmful=1, n_helpful=0, models=models,
+                   model_signs=(1.0, 0.0, 0.0, 0.0, 0.0), seed=seed)
+    (h,) = sim.ids("harmful")
+    return list(sim.records), {"m1": {h}}
+
+
+def _both_ways_row(seeds: range, n_sets: int) -> dict[str, object]:
+    """Two-sided effects (rescue 35% of failures, harm 35% of passes; 18% noise flips): how often
+    the audit's model verdict says "both ways" (power), and how often it does when retrieving pairs
+    flip like the others (size: rescue = harm = noise = 18%), against the no-skill pairs and against
+    a replicate arm."""
+    from skillaudit.metrics import works_both_ways
+
+    def says(recs) -> bool:
+        runs = _runs(recs)
+        arms = None
+        if any(r.get("arm") for r in recs):
+            import os
+            import tempfile
+
+            from skillaudit.inputs import load_inputs
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "runs.jsonl")
+                with open(path, "wb") as fh:
+                    fh.write(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+                got = load_inputs([path])
+                runs, arms = got.runs, got.arms()
+        g = next(g for g in compute_metrics(runs, n_boot=0, arms=arms).groups if g.benchmark == "*")
+        return works_both_ways(g.to_dict())
+
+    power = sum(says(two_sided(seed)[0]) for seed in seeds)
+    size = sum(says(two_sided(70_000 + s, rescue=0.18, harm=0.18)[0]) for s in range(n_sets))
+    size_rep = sum(says(two_sided(80_000 + s, rescue=0.18, harm=0.18, replicate=True)[0]) for s in range(n_sets // 4))
+    return {"shape": "two-sided (audit: both ways)", "seeds": len(seeds), "power": _rate(power, len(seeds)),
+            "size": _rate(size, n_sets), "size (replicate comparator)": _rate(size_rep, n_sets // 4)}
+
+
+def issue51(seeds: range, n_boot: int, n_null: int) -> list[dict[str, object]]:
+    """The issue-51 table: one row per shape, every figure with its Monte Carlo SE."""
+    rows = []
+    t0 = time.perf_counter()
+
+    def timed(row: dict[str, object]) -> None:
+        nonlocal t0
+        row["time s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        rows.append(row)
+        print(_fmt_row(row), flush=True)
+
+    cn = compare_null(n_null)
+    timed({"shape": "null, 5 epochs ICC 0.8 (compare p)", "seeds": n_null,
+           "size": _rate(float(cn["compare p <= 0.05"].split("/")[0]), n_null),
+           "size (pooled-pair McNemar, before)": _rate(float(cn["pooled-pair McNemar <= 0.05"].split("/")[0]), n_null)})
+    timed(_decision_row("collinear pair, rare apart", lambda s: collinear_pair(s), seeds, n_boot))
+    timed(_both_ways_row(seeds, n_null // 4))
+    timed(_decision_row("drift across 3 epochs", lambda s: drift_epochs(s), seeds, n_boot))
+    timed(_decision_row("drift, null", lambda s: drift_epochs(s, n_harmful=0), seeds, n_boot))
+    timed(_decision_row("5 models, harm on one", _five_models, seeds, n_boot))
+    timed(_decision_row("Zipf 200 skills, 10 harmful", lambda s: zipf_library(s), seeds, n_boot))
+    timed(_decision_row("difficulty split, 5 models (mixed rule)",
+                        lambda s: difficulty_split(s, n_harmful=1, models=("m1", "m2", "m3", "m4", "m5")), seeds, n_boot))
+    hs = het_size(n_null // 4)
+    timed({"shape": "skills-differ test, nulls", "seeds": n_null // 4,
+           **{f"size ({k})": _rate(float(v.split("/")[0]), n_null // 4) for k, v in hs.items()}})
+    return rows
+
+
+def _fmt_row(row: dict[str, object]) -> str:
+    cells = []
+    for k, v in row.items():
+        if isinstance(v, tuple):
+            cells.append(f"{k} {v[0]:.3f} ± {v[1]:.3f}")
+        elif v is None:
+            cells.append(f"{k} –")
+        else:
+            cells.append(f"{k} {v}")
+    return " | ".join(cells)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
@@ -259,7 +406,12 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--only", default="", help="comma-separated scenario labels to run")
     ap.add_argument("--sparse-sets", type=int, default=1000)
+    ap.add_argument("--issue51", action="store_true",
+                    help="only the issue-51 table (size, power, innocent flags, FDP with Monte Carlo SEs)")
     args = ap.parse_args()
+    if args.issue51:
+        issue51(range(args.seeds), args.bootstrap, max(args.null, 2000))
+        return
     seeds = range(args.seeds)
     only = set(filter(None, args.only.split(",")))
     for label, fn in (("easy-hard", lambda: easy_hard_skills(seeds, args.bootstrap)),

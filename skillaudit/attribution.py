@@ -279,6 +279,10 @@ def _skill_tests(X: Csr, row_of: np.ndarray, f: np.ndarray, units: np.ndarray, b
     if per_key.size == 0 or per_key.max() == 1:
         return np.asarray(test(b_k, c_k), dtype=np.float64).reshape(p), n_tasks, False
     sums = np.rint(np.bincount(inv.ravel(), weights=f[row_of])).astype(np.int64)
+    # the counts shown and read by the rules are the tasks' summed flips (max(S, 0) rescues,
+    # max(-S, 0) harms per task): which epoch or trial pairs with which cannot change them
+    b_k[:] = np.bincount(col, weights=np.maximum(sums, 0), minlength=p).astype(np.int64)
+    c_k[:] = np.bincount(col, weights=np.maximum(-sums, 0), minlength=p).astype(np.int64)
     pos = np.bincount(col, weights=sums > 0, minlength=p).astype(np.int64)
     neg = np.bincount(col, weights=sums < 0, minlength=p).astype(np.int64)
     pvals = np.asarray(test(pos, neg), dtype=np.float64).reshape(p)
@@ -441,14 +445,24 @@ def _exposure_columns(X: Csr, w: np.ndarray, f: np.ndarray, n_skills: np.ndarray
     b_k, c_k = by_class[1] + by_class[4], by_class[2] + by_class[5]
     share = np.bincount(X.indices, weights=w * f[row_of], minlength=p)  # W' f
     retrieved = n_k > 0
+    # with several pairs per task `_skill_tests` turns b_k, c_k into task-level counts (in place)
     tests, n_tasks, clustered = _skill_tests(X, row_of, f, units, b_k, c_k, mid_p)
+    ex_b, ex_c = by_class[4], by_class[5]
+    if clustered:  # the exclusive counts likewise, over the pairs that retrieved the skill alone
+        alone = (n_skills == 1)[row_of]
+        key = units[row_of[alone]].astype(np.int64) * p + X.indices[alone]
+        uniq, inv = np.unique(key, return_inverse=True)
+        sums = np.bincount(inv.ravel(), weights=f[row_of[alone]])
+        col = uniq % p
+        ex_b = np.rint(np.bincount(col, weights=np.maximum(sums, 0), minlength=p)).astype(np.int64)
+        ex_c = np.rint(np.bincount(col, weights=np.maximum(-sums, 0), minlength=p)).astype(np.int64)
     pvals = np.where(retrieved, tests, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         rae = np.where(retrieved, (b_k - c_k) / np.maximum(n_k, 1), np.nan)
     columns = {
         "n_retrieved": n_k.tolist(), "b": b_k.tolist(), "c": c_k.tolist(), "net": (b_k - c_k).tolist(),
         "share": share.tolist(), "rae_k": _nums(rae), "p_value": _nums(pvals), "q_value": _nums(bh_qvalues(pvals)),
-        "exclusive_n": ex_n.tolist(), "exclusive_b": by_class[4].tolist(), "exclusive_c": by_class[5].tolist(),
+        "exclusive_n": ex_n.tolist(), "exclusive_b": ex_b.tolist(), "exclusive_c": ex_c.tolist(),
         "n_tasks": n_tasks.tolist(),
     }
     return columns, n_k, clustered

@@ -204,6 +204,11 @@ def group_metrics(
     harm = runs.y_neg & ~runs.y_pos
     b, c = int(rescue.sum()), int(harm.sum())
     b_r, c_r = int((rescue & runs.retrieved).sum()), int((harm & runs.retrieved).sum())
+    units_all = runs.unit_ids()
+    several = units_all.size > 0 and np.unique(units_all).size < units_all.size
+    if several:  # counts of the tasks' summed flips: no pairing of epochs or trials can change them
+        b, c = task_level_counts(units_all, runs.flip)
+        b_r, c_r = task_level_counts(units_all[runs.retrieved], runs.flip[runs.retrieved])
     point = _statistics(tot[None, :])[0]
     oae, rae, dskip, lift, gap, _ = (_num(v) for v in point)
     units = runs.unit_ids()
@@ -276,8 +281,8 @@ def group_metrics(
         c=c,
         cond_b=b_r,
         cond_c=c_r,
-        skip_b=int((rescue & skipped).sum()),
-        skip_c=int((harm & skipped).sum()),
+        skip_b=(task_level_counts(units[skipped], flip[skipped])[0] if several else int((rescue & skipped).sum())),
+        skip_c=(task_level_counts(units[skipped], flip[skipped])[1] if several else int((harm & skipped).sum())),
         oae=oae,
         rae=rae,
         delta_skip=dskip,
@@ -353,6 +358,17 @@ def _both_ways(runs: PairedRuns, units: np.ndarray, skipped: np.ndarray, arms: A
         return excess_flips(units[cond], y_neg[cond], flip[cond], units[skipped], y_neg[skipped],
                             flip[skipped], "pairs that retrieved no skill")
     return None
+
+
+def task_level_counts(units: np.ndarray, flips: np.ndarray) -> tuple[int, int]:
+    """(rescues, harms) as the tasks' summed flips S_u count them: sum of max(S_u, 0) and of
+    max(-S_u, 0). Equal to the pair counts with one pair per task; with epochs or k-of-n trials,
+    which trial pairs with which cannot change them (the tests use the same sums)."""
+    if not units.size:
+        return 0, 0
+    _, inv = np.unique(units, return_inverse=True)
+    sums = np.bincount(inv.ravel(), weights=np.asarray(flips, dtype=np.float64))
+    return round(float(np.maximum(sums, 0).sum())), round(float(np.maximum(-sums, 0).sum()))
 
 
 def _task_wilson(units: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float]:

@@ -559,3 +559,23 @@ def difficulty_split(seed: int = 0, n_tasks: int = 800, n_skills: int = 20, gap:
         y_pos = y_pos & ~((rng.random((n_tasks, epochs)) < harm) & bad)
         out += _records(sets, y_neg, y_pos, model=model)
     return out, {s: ("harmful" if s in harmful else "none") for s in ids}
+
+
+def drift_epochs(seed: int = 0, n_tasks: int = 400, n_skills: int = 12, epochs: int = 3, drift: float = 0.6,
+                 harm: float = 0.4, n_harmful: int = 1) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Pass rates drift over epochs (the logit of every task moves by `drift` per epoch, in both
+    conditions alike: a server or a grader that changed between epochs); each task retrieves 1-2
+    skills (80% of tasks) in every epoch, runs are sampled per epoch; `n_harmful` skills turn a
+    `harm` share of the passes where they were retrieved into failures. truth: "harmful" or "none"."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    harmful = set(rng.choice(ids, size=n_harmful, replace=False).tolist()) if n_harmful else set()
+    sets = [sorted(rng.choice(ids, size=1 + int(rng.random() < 0.4), replace=False).tolist())
+            if rng.random() < 0.8 else [] for _ in range(n_tasks)]
+    logit = rng.normal(0.0, 1.5, n_tasks)[:, None] + drift * (np.arange(epochs)[None, :] - (epochs - 1) / 2)
+    p = 1.0 / (1.0 + np.exp(-logit))
+    y_neg = rng.random((n_tasks, epochs)) < p
+    y_pos = rng.random((n_tasks, epochs)) < p
+    bad = np.array([any(s in harmful for s in k) for k in sets])[:, None]
+    y_pos = y_pos & ~((rng.random((n_tasks, epochs)) < harm) & bad)
+    return _records(sets, y_neg, y_pos), {s: ("harmful" if s in harmful else "none") for s in ids}

@@ -147,6 +147,39 @@ def test_compare_prints_the_task_level_test_its_interval_inverts(tmp_path):
         assert pval(row["p_cond"]) in line
 
 
+def test_skills_that_help_some_tasks_and_hurt_others_are_called_both_ways(tmp_path):
+    """Issue 51 F3: skills rescue 35% of the runs that fail without them and harm 35% of those that
+    pass (18% noise flips elsewhere): RAE nets them out, and the audit headline says "both ways"
+    with the rates, and prune gives the library-level L003 with the same rates; where retrieving
+    pairs flip like the others the headline does not."""
+    import orjson
+
+    from skillaudit.simulate import two_sided
+
+    recs, _ = two_sided(1)
+    runs = tmp_path / "runs.jsonl"
+    runs.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    res = _invoke(["audit", str(runs), "--out", str(tmp_path / "rep"), *FAST])
+    assert res.exit_code == 0, res.output
+    assert "The skill library helps some tasks and hurts others where it is used" in res.stdout
+    assert re.search(r"sim-model\s+both ways\s+-4\.1", res.stdout), res.stdout
+    head = json.loads((tmp_path / "rep" / "audit.json").read_text())["headline"]
+    text = head["per_model"][0]["text"]
+    assert text.startswith("skills work both ways where they are used: they rescue 36% of the runs that fail "
+                           "without skills and harm 35% of those that pass, against 16% and 22% flips on "
+                           "pairs that retrieved no skill"), text
+    sim = simulate(n_tasks=40, n_skills=20, n_harmful=0, n_helpful=0, seed=1)
+    _, lib = sim.write(tmp_path / "lib")
+    res = _invoke(["prune", str(runs), "--skills", str(lib), "--bootstrap", "200", "--embedder", "none"])
+    assert res.exit_code == 0, res.output
+    assert "gate-retrieval for sim-model (sim-bench): L003 skills work both ways" in res.stdout
+    assert "rescue 36% / harm 35% vs 16% / 22% without a skill" in res.stdout
+    flat, _ = two_sided(1, rescue=0.18, harm=0.18)
+    runs.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in flat))
+    res = _invoke(["audit", str(runs), "--out", str(tmp_path / "rep2"), *FAST])
+    assert res.exit_code == 0 and "both ways" not in res.stdout
+
+
 def _has_sample_runs() -> bool:
     return any((REPO / "sample_runs").glob("*.jsonl"))
 

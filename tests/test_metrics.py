@@ -144,3 +144,30 @@ def test_accuracy_interval_counts_tasks_not_epochs():
     runs = read_text_records("".join(orjson.dumps(r).decode() + "\n" for r in recs), name="<s>")
     g = compute_metrics(runs, n_boot=0).groups[-1]
     assert [round(v * 100, 1) for v in g.acc_enabled_ci] == [40.4, 59.6]
+
+
+def test_k_of_n_counts_do_not_depend_on_how_trials_are_numbered(write_jsonl):
+    """Issue 51 F6: 3 trials per side, 2 passes with skills and 1 without on task t, 1 and 2 on u:
+    however the trials are numbered, metrics' rescues/harms are the tasks' summed flips (1 and 1)
+    and rank's per-skill b/c too; the pair-level counts would read 2/1 or 1/0 by numbering."""
+    from skillaudit.attribution import attribute
+
+    def trials(order_on, order_off):
+        recs = []
+        for task, on, off in (("t", [True, True, False], [True, False, False]),
+                              ("u", [True, False, False], [True, True, False])):
+            for e in range(3):
+                recs += [{"task_id": task, "condition": "enabled", "epoch": e + 1, "correct": on[order_on[e]],
+                          "retrievals": [{"query": "q", "skills": [{"id": "a"}], "error": None}]},
+                         {"task_id": task, "condition": "disabled", "epoch": e + 1, "correct": off[order_off[e]]}]
+        return load_runs([write_jsonl(recs)])
+
+    seen = set()
+    for order_on, order_off in (((0, 1, 2), (0, 1, 2)), ((0, 2, 1), (1, 2, 0)), ((2, 1, 0), (0, 1, 2))):
+        runs = trials(order_on, order_off)
+        g = compute_metrics(runs, n_boot=0).groups[0]
+        row = attribute(runs, n_boot=0).get("a")
+        seen.add((g.b, g.c, g.cond_b, g.cond_c, row.b, row.c, row.exclusive_b, row.exclusive_c, g.p_cond))
+        pair_level = (int((runs.flip > 0).sum()), int((runs.flip < 0).sum()))
+    assert seen == {(1, 1, 1, 1, 1, 1, 1, 1, g.p_cond)}
+    assert pair_level != (1, 1)
