@@ -357,6 +357,21 @@ def _both_ways_row(seeds: range, n_sets: int) -> dict[str, object]:
             "size": _rate(size, n_sets), "size (replicate comparator)": _rate(size_rep, n_sets // 4)}
 
 
+def _mixed_row(seeds: range, n_boot: int, n_tasks: int = 800) -> dict[str, object]:
+    """Two planted mixed skills (a per-task random sign on their effect) among 20: power of S201
+    (rewrite) on them, innocent S201 flags per seed."""
+    hit = planted = innocent = 0
+    for seed in seeds:
+        sim = simulate(n_tasks=n_tasks, n_skills=20, n_harmful=0, n_helpful=0, n_mixed=2, seed=seed)
+        recs = list(sim.records)
+        v = _verdicts(recs, {"sim-model": set(sim.ids("mixed"))}, n_boot, seed)
+        hit += len(v["mixed"] & v["truly"])
+        planted += len(v["truly"])
+        innocent += len(v["mixed"] - v["truly"])
+    return {"shape": f"2 mixed skills of 20, {n_tasks} tasks (S201)", "seeds": len(seeds), "power": _rate(hit, planted),
+            "innocent S201 / model-seed": (innocent / len(seeds), float(np.sqrt(innocent) / len(seeds)))}
+
+
 def issue51(seeds: range, n_boot: int, n_null: int) -> list[dict[str, object]]:
     """The issue-51 table: one row per shape, every figure with its Monte Carlo SE."""
     rows = []
@@ -381,6 +396,8 @@ def issue51(seeds: range, n_boot: int, n_null: int) -> list[dict[str, object]]:
     timed(_decision_row("Zipf 200 skills, 10 harmful", lambda s: zipf_library(s), seeds, n_boot))
     timed(_decision_row("difficulty split, 5 models (mixed rule)",
                         lambda s: difficulty_split(s, n_harmful=1, models=("m1", "m2", "m3", "m4", "m5")), seeds, n_boot))
+    timed(_mixed_row(seeds, n_boot))
+    timed(_mixed_row(seeds, n_boot, n_tasks=3000))
     hs = het_size(n_null // 4)
     timed({"shape": "skills-differ test, nulls", "seeds": n_null // 4,
            **{f"size ({k})": _rate(float(v.split("/")[0]), n_null // 4) for k, v in hs.items()}})

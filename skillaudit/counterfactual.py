@@ -466,11 +466,11 @@ class CausalEffects:
         i = self.skills.index(skill_id)
         if not np.isfinite(self.effect[i]):
             return None
-        return {"causal_effect": float(self.effect[i]), "causal_ci": [float(x) for x in self.ci[i]],
+        return {"causal_effect": float(self.effect[i]), "causal_ci": _interval(self.ci[i]),
                 "causal_p": float(self.p[i]), "causal_q": float(self.q[i]),
                 "causal_n_withheld": int(self.n_withheld[i]),
                 "causal_relative": float(self.relative[i]),
-                "causal_relative_ci": [float(x) for x in self.relative_ci[i]]}
+                "causal_relative_ci": _interval(self.relative_ci[i])}
 
     def to_dict(self) -> dict[str, Any]:
         rows = [{"skill_id": s, **(self.get(s) or {})} for s in self.skills if self.get(s)]
@@ -518,6 +518,13 @@ def _within(design: np.ndarray, y: np.ndarray, unit: np.ndarray, w: np.ndarray |
 def _ridge(xc: np.ndarray, yc: np.ndarray, w: np.ndarray, alpha: float) -> np.ndarray:
     a = (xc * w[:, None]).T @ xc + alpha * np.eye(xc.shape[1])
     return np.linalg.solve(a, (xc * w[:, None]).T @ yc)
+
+
+def _interval(ci: np.ndarray) -> list[float] | None:
+    """An interval as a list, None where it has no width (every resample the same: one task
+    withheld, or none) or is undefined: a zero-width interval claims a certainty it does not have."""
+    lo, hi = float(ci[0]), float(ci[1])
+    return [lo, hi] if np.isfinite(lo) and np.isfinite(hi) and hi > lo else None
 
 
 def causal_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed: int = 0,

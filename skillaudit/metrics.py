@@ -103,7 +103,7 @@ class GroupMetrics:
     delta_skip_ci: list[float] | None
     selection_gap_ci: list[float] | None
     mcnemar_p: float  # the OAE test: exact McNemar with one pair per task, else task-level (oae_p_test)
-    mcnemar_p_cond: float
+    mcnemar_p_cond: float  # exact McNemar on the pooled retrieving pairs (every epoch as a task): reference only
     funnel: dict[str, Any]
     # the p-value the verdict uses: task-level (sign-flip test of each task's summed flips) when
     # any retrieving task has several epochs, else the exact McNemar (mid-p when asked)
@@ -204,6 +204,7 @@ def group_metrics(
     harm = runs.y_neg & ~runs.y_pos
     b, c = int(rescue.sum()), int(harm.sum())
     b_r, c_r = int((rescue & runs.retrieved).sum()), int((harm & runs.retrieved).sum())
+    mcnemar_pairs = float(mcnemar_exact(b_r, c_r))  # the pooled pairs' test, epochs counted as tasks
     units_all = runs.unit_ids()
     several = units_all.size > 0 and np.unique(units_all).size < units_all.size
     if several:  # counts of the tasks' summed flips: no pairing of epochs or trials can change them
@@ -297,7 +298,7 @@ def group_metrics(
         selection_gap_ci=_ci(cis[4]),
         skip_minus_rae_ci=_ci(cis[5]),
         mcnemar_p=p_oae,
-        mcnemar_p_cond=float(mcnemar_exact(b_r, c_r)),
+        mcnemar_p_cond=mcnemar_pairs,
         funnel=funnel,
         p_cond=float(p_cond),
         p_cond_test=p_test,

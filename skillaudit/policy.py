@@ -492,8 +492,17 @@ class SkillContext:
         a, pop = self.a, self.pop
         if pop.wide and (self.exp_harm or self.coef_below):
             lib = pop.lib
+            r = self.rules
+            looks = (a.relative_q is not None and a.relative_q <= r.q_max and a.relative_ci is not None
+                     and a.relative_ci[1] < 0)
+            if looks:  # not `worse` (S105) only for want of tasks or a testable comparison: say so
+                why = (f"on {_tasks(a)}, fewer than the {r.min_tasks} a per-skill verdict needs"
+                       if (a.n_tasks or a.n_retrieved) < r.min_tasks else "with no like-for-like comparison")
+                verdict = f"this entry looks worse than the others, {why}"
+            else:
+                verdict = "this entry is not reliably worse than the others"
             return (f"harm is library-wide on {pop.model} (see its {lib.recommendation or 'library'} "  # type: ignore[union-attr]
-                    f"recommendation): this entry is not reliably worse than the others "
+                    f"recommendation): {verdict} "
                     f"({self.rel_txt or 'no relative estimate'}; {self.coef_txt or self.counts})")
         if self.exp_harm and pop.regression:
             if self.aliased_harm:

@@ -181,7 +181,9 @@ def bootstrap_totals(
 
 
 def percentile_ci(samples: np.ndarray, level: float = 0.95) -> np.ndarray:
-    """Percentile interval per column of `samples` (resamples x statistics); NaNs are ignored."""
+    """Percentile interval per column of `samples` (resamples x statistics); NaNs are ignored. A
+    column whose resamples all agree gets NaN, not a zero-width interval: resampling one task (or
+    tasks that all give the same value) measures no uncertainty, it cannot rule any out."""
     samples = np.asarray(samples, dtype=float)
     if samples.ndim == 1:
         samples = samples[:, None]
@@ -190,7 +192,7 @@ def percentile_ci(samples: np.ndarray, level: float = 0.95) -> np.ndarray:
     for j in range(samples.shape[1]):
         col = samples[:, j]
         col = col[~np.isnan(col)]
-        if col.size:
+        if col.size and col.max() > col.min():
             out[j] = np.quantile(col, [alpha, 1 - alpha])
     return out
 
