@@ -132,7 +132,9 @@ def distinct_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     lo = values.min(axis=0)
     span = values.max(axis=0) - lo + 1
-    if np.all(values == np.round(values)) and np.prod(span.astype(float)) < 2.0**62:
+    # the key space is the product of the spans: summed as logs (a product of 150+ spans overflows
+    # float64 and warned "overflow encountered in reduce" on every wide library)
+    if np.all(values == np.round(values)) and float(np.log2(span.astype(float)).sum()) < 62.0:
         radix = np.concatenate([[1], np.cumprod(span[::-1].astype(np.int64))[:-1]])[::-1]
         keys = ((values - lo).astype(np.int64) * radix).sum(axis=1)
         _, first, counts = np.unique(keys, return_index=True, return_counts=True)

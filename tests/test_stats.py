@@ -178,6 +178,20 @@ def test_distinct_rows_matches_numpy_unique():
         assert got == sorted(zip(map(tuple, ref_rows), ref_counts.tolist(), strict=True))
 
 
+def test_distinct_rows_of_a_wide_table_warn_nothing():
+    """Issue 52 F11: 300 columns of spans up to 50 (a key space far beyond float64): numpy's
+    row-wise unique, and no RuntimeWarning (warnings are errors here)."""
+    import warnings
+
+    from skillaudit.stats import distinct_rows
+
+    values = np.random.default_rng(1).integers(0, 50, size=(40, 300)).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows, counts = distinct_rows(values)
+    assert counts.sum() == 40 and rows.shape[1] == 300
+
+
 # ---------------------------------------------------------------- task-level tests
 def test_mcnemar_exact_and_midp_agree_with_statsmodels_and_scipy():
     """Exact McNemar equals statsmodels' exact test; mid-p equals 2 (P(X < k) + P(X = k)/2) from scipy."""
