@@ -47,6 +47,7 @@ lint: install
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/verdicts.py --issue51
+	$(BIN)/python bench/verdicts.py --issue52
 
 # Re-resolve and pin every dependency (torch stays on the CPU build that pip finds locally).
 lock:

@@ -33,14 +33,18 @@ from skillaudit.metrics import compute_metrics
 from skillaudit.recommend import recommend
 from skillaudit.runs import read_text_records
 from skillaudit.simulate import (
+    benchmark_split,
     collinear_pair,
     correlated_epochs,
+    depth_harm,
     difficulty_split,
     drift_epochs,
     easy_hard,
+    failure_driven,
     scenario,
     simulate,
     sparse_flips,
+    topic_difficulty,
     two_sided,
     zipf_library,
 )
@@ -404,6 +408,68 @@ def issue51(seeds: range, n_boot: int, n_null: int) -> list[dict[str, object]]:
     return rows
 
 
+def _issue52_row(name: str, make, seeds: range, n_boot: int) -> dict[str, object]:
+    """Innocent prunes/rewrites per seed (skills whose truth is "none"), seeds whose library verdict
+    says the skills differ (heterogeneity p <= 0.05), library-level actions per seed, the skill
+    fetched by failing runs pruned or rewritten, the split skill named per benchmark (its reason
+    names both benchmarks), FDP of prune/rewrite."""
+    from skillaudit.library_effect import HETEROGENEITY_ALPHA
+
+    innocent = differ = gates = culprit_hits = culprits = named = splits = 0
+    fdps = []
+    for seed in seeds:
+        recs, truth = make(seed)
+        runs = _runs(recs)
+        ma = attribute_models(runs, n_boot=n_boot, seed=seed)
+        out = recommend(runs, ma)
+        flagged = [r for r in out.skill_recommendations() if r.action in ("prune", "rewrite")]
+        false = [r for r in flagged if truth.get(r.skill_id) == "none"]
+        innocent += len(false)
+        if flagged:
+            fdps.append(len(false) / len(flagged))
+        differ += any(e.heterogeneity_p is not None and e.heterogeneity_p <= HETEROGENEITY_ALPHA
+                      for e in ma.library if e.benchmark == "*" or len(runs.benchmarks) == 1)
+        gates += len(out.library_actions())
+        for sid, kind in truth.items():
+            r = out.get(sid)
+            if kind == "fetched-by-failure":
+                culprits += 1
+                culprit_hits += r is not None and r.action in ("prune", "rewrite")
+            if kind == "split":
+                splits += 1
+                named += r is not None and all(b in r.reason for b in ("code", "math"))
+    n = len(seeds)
+    row: dict[str, object] = {"shape": name, "seeds": n,
+                              "innocent prune/rewrite / seed": (innocent / n, float(np.sqrt(innocent) / n)),
+                              "skills differ": _rate(differ, n), "library actions / seed": gates / n,
+                              "FDP": _mean(fdps) if fdps else (0.0, 0.0)}
+    if culprits:
+        row["fetched-by-failure pruned/rewritten"] = _rate(culprit_hits, culprits)
+    if splits:
+        row["split named per benchmark"] = _rate(named, splits)
+    return row
+
+
+def issue52(seeds: range, n_boot: int) -> list[dict[str, object]]:
+    """The issue-52 table: topics of different difficulty (900 and 3,000 tasks, and a mild
+    spread), harm from depth only, a skill helping one benchmark and harming another, retrieval
+    driven by failure with and without a skill fetched by failing runs."""
+    rows = []
+    for name, make in (("topics of different difficulty, 900 tasks", lambda s: topic_difficulty(s)),
+                       ("topics, 3,000 tasks", lambda s: topic_difficulty(s, n_tasks=3000)),
+                       ("topics, mild spread", lambda s: topic_difficulty(s, spread=0.5)),
+                       ("harm from depth >= 4 only", lambda s: depth_harm(s)),
+                       ("helps code, harms math", lambda s: benchmark_split(s)),
+                       ("retrieval driven by failure", lambda s: failure_driven(s)),
+                       ("... and a skill fetched by failing runs", lambda s: failure_driven(s, culprit=True))):
+        t0 = time.perf_counter()
+        row = _issue52_row(name, make, seeds, n_boot)
+        row["time s"] = round(time.perf_counter() - t0, 1)
+        rows.append(row)
+        print(_fmt_row(row), flush=True)
+    return rows
+
+
 def _fmt_row(row: dict[str, object]) -> str:
     cells = []
     for k, v in row.items():
@@ -425,9 +491,14 @@ def main() -> None:
     ap.add_argument("--sparse-sets", type=int, default=1000)
     ap.add_argument("--issue51", action="store_true",
                     help="only the issue-51 table (size, power, innocent flags, FDP with Monte Carlo SEs)")
+    ap.add_argument("--issue52", action="store_true",
+                    help="only the issue-52 table (difficulty, depth, benchmark and selection shapes)")
     args = ap.parse_args()
     if args.issue51:
         issue51(range(args.seeds), args.bootstrap, max(args.null, 2000))
+        return
+    if args.issue52:
+        issue52(range(args.seeds), args.bootstrap)
         return
     seeds = range(args.seeds)
     only = set(filter(None, args.only.split(",")))

@@ -91,6 +91,9 @@ class LibraryEffect:
     #: the model's both-ways test (`metrics.both_ways_of`: rescues and harms both above what pairs
     #: that retrieved nothing show), filled in by `recommend`; None where not computed
     both_ways: dict[str, Any] | None = None
+    #: `metrics.GroupMetrics.follows_failure` of the model where no control arm measured it (filled in
+    #: by `recommend`): library actions become "verify"
+    selection: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,15 +101,17 @@ class LibraryEffect:
             "direction": self.direction, "mean_effect": self.mean_effect,
             "mean_effect_ci": list(self.mean_effect_ci) if self.mean_effect_ci else None,
             "heterogeneity_p": self.heterogeneity_p, "heterogeneity_stat": self.heterogeneity_stat,
-            "heterogeneity_test": "permutation score test (tasks permuted within model, benchmark, "
-                                  "retrieved-set sizes and disabled outcomes)",
+            "heterogeneity_test": "permutation score tests, like with like (tasks permuted within model, "
+                                  "benchmark, retrieved-set sizes and disabled outcomes) and on the plain flips "
+                                  "(within model, benchmark and set sizes); the skills differ when both reject, "
+                                  "p the larger",
             "flip_p": self.flip_p,
             "n_permutations": self.n_permutations, "n_skills_tested": self.n_skills_tested,
             "n_tasks": self.n_tasks, "n_pairs": self.n_pairs,
             "skills_per_pair": self.skills_per_pair, "depth_slope": self.depth_slope,
             "depth_slope_ci": list(self.depth_slope_ci) if self.depth_slope_ci else None,
             "recommendation": self.recommendation, "reportable": self.reportable, "text": self.text,
-            "both_ways": self.both_ways,
+            "both_ways": self.both_ways, "selection": self.selection,
         }
 
 
@@ -341,6 +346,35 @@ def permutation_variance(zt: Any, cell: np.ndarray, r: np.ndarray) -> np.ndarray
     nc = n_c[n_cg.col]
     w = np.where(nc > 1, s2[n_cg.col] * n_cg.data * (nc - n_cg.data) / np.maximum(nc - 1, 1.0), 0.0)
     return np.bincount(n_cg.row, weights=w, minlength=zt.shape[0])
+
+
+def both_heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndarray, tested: np.ndarray,
+                             subsets: Sequence[tuple[np.ndarray, Csr, np.ndarray]], n_perm: int, seed: int,
+                             baseline: np.ndarray | None, alpha: float) -> list[tuple[float, float, int] | None]:
+    """"Do the skills differ" where two nulls compete, as an intersection-union test.
+
+    Comparing like with like on the disabled outcome (`baseline`) is right when injecting any
+    skill moves a task's pass rate by its difficulty (it harms easy tasks, rescues hard ones), and
+    wrong when runs are samples of a task's own pass rate: then a task that fails without skills
+    is rescued more often when it is easy, so skills of hard topics look worse (issue 52 F7: "skills
+    differ" in every seed of a null over topics of different difficulty). The plain flips are
+    unbiased there and biased in the first case. Each test is exact under its own null; the skills
+    differ only when both reject, and the p reported is the larger (each with its own
+    permutations). Without a baseline the plain test is the test. The plain one runs only where
+    the first rejects (the larger p is above alpha otherwise)."""
+    first = heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed, baseline=baseline,
+                                decide_at=alpha)
+    if baseline is None or not any(r is not None and r[1] <= alpha for r in first):
+        return first
+    plain = heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed + 1, baseline=None,
+                                decide_at=alpha)
+    out: list[tuple[float, float, int] | None] = []
+    for a, b in zip(first, plain, strict=True):
+        if a is None or b is None:  # a cell whose classes differ under Z: tested on its own, both ways
+            out.append(None)
+        else:
+            out.append(a if a[1] >= b[1] else (a[0], b[1], b[2]))
+    return out
 
 
 class _Scorer:
@@ -616,8 +650,8 @@ def library_effect(
                 t_obs, het_p, n_done = heterogeneity
             else:
                 Z = _merged_design(X, cg, g)
-                found = heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed,
-                                            baseline=baseline, decide_at=alpha)
+                found = both_heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed,
+                                                 baseline=baseline, alpha=alpha)
                 t_obs, het_p, n_done = found[0]  # type: ignore[misc]
                 if subset_results is not None:
                     subset_results.extend(found[1:])

@@ -160,8 +160,23 @@ class GroupMetrics:
                 + ". RAE conditions on that choice: it is the effect where the agent searched and got "
                 "skills back, not the effect of giving skills to a random task.")
 
+    @property
+    def follows_failure(self) -> str | None:
+        """A sentence when retrieval follows failure: the runs that searched lost with skills while
+        the runs that skipped gained (RAE < 0, the intervals of Δskip and of Δskip - RAE above 0), the
+        shape of an agent that searches because it is failing; else None. Then a harm measured
+        where it searched is not evidence against its skills (issue 52 F10)."""
+        d, r, dci, sci = self.delta_skip, self.rae, self.skip_minus_rae_ci, self.delta_skip_ci
+        if (not self.reportable or d is None or r is None or not dci or not sci
+                or not (r < 0 and sci[0] > 0 and dci[0] > 0)):
+            return None
+        return (f"retrieval follows failure on {self.model}: the runs that searched lost with skills (RAE "
+                f"{r * 100:+.1f} pp) while those that skipped gained (Δskip {d * 100:+.1f} pp; difference 95% "
+                f"CI {dci[0] * 100:+.1f} to {dci[1] * 100:+.1f})")
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "selection_warning": self.selection_warning}
+        return {**asdict(self), "selection_warning": self.selection_warning,
+                "follows_failure": self.follows_failure}
 
 
 @dataclass(frozen=True)

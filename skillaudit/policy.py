@@ -41,7 +41,7 @@ from .stats import ci_text as _fmt_ci
 from .stats import pp_text as _fmt_pp
 
 ACTIONS = ("prune", "rewrite", "merge", "keep", "needs-data", "unused")
-LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth")
+LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth", "verify")
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,8 @@ class Population:
     # skills whose use is unknown: never seen used on a run that logged its use, and offered on (or,
     # where runs do not list what they offered, possibly given to) a run that did not log it
     use_unknown: frozenset[str] = frozenset()
+    #: retrieval follows failure on this model and no control arm measured it (`recommend.selection_of`)
+    selection: str | None = None
     #: the model's both-ways test (`stats.ExcessFlips.to_dict`) where it holds (`metrics.works_both_ways`)
     both: dict[str, Any] | None = None
     _harmful: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -248,7 +250,10 @@ class Population:
             self.has_intervals and self.differ and a.identifiable is True and a.relative_testable is True
             and a.n_tasks >= r.min_tasks and a.relative_q is not None
             and a.relative_q <= r.q_max and a.relative_ci is not None and a.relative_ci[1] < 0
-            and a.coef_ci is not None and a.coef_ci[1] < 0 and a.b + a.c >= r.min_discordant)
+            and a.coef_ci is not None and a.coef_ci[1] < 0 and a.b + a.c >= r.min_discordant
+            # and its own task-level test: worse than the others on tasks that flip anyway (hard
+            # topics) is no harm where its own rescues and harms balance (issue 52 F7)
+            and a.net < 0 and a.q_value is not None and a.q_value <= r.q_max)
 
     def helpful(self, a: SkillAttribution) -> bool:
         r, regression = self.rules, self.regression
@@ -375,7 +380,10 @@ class SkillContext:
             return ("its own effect is not below zero once co-retrieved skills are accounted for ("
                     + (self.coef_txt or "no regression estimate")
                     + (f"; most often retrieved with {partner}" if partner else "") + ")")
-        return f"it has fewer than {r.min_discordant} flips ({self.counts})"
+        if a.b + a.c < r.min_discordant:
+            return f"it has fewer than {r.min_discordant} flips ({self.counts})"
+        return (f"its own rescues and harms do not differ where it was retrieved ({self.counts}): "
+                "it is worse only against the others, which the tasks it is retrieved for can explain")
 
     @cached_property
     def mask_plan(self) -> tuple[int, int]:
@@ -749,6 +757,20 @@ def _both_ways_library(e: LibraryEffect) -> str:
             "tasks by what they need (benchmark, task features) or rewrite the skills' triggers")
 
 
+_VERIFY = ("skillaudit run --arms random,empty --base RUNS (the same searches replayed with other skills "
+           "or none) measures on the same tasks what the skills add")
+
+
+def _selection_library(e: LibraryEffect) -> str:
+    return (f"{e.selection}; a harm measured where the agent searched may be the runs that searched because "
+            f"they were failing, so no library action is advised yet: {_VERIFY}")
+
+
+def _selection_skill(c: SkillContext) -> str:
+    return (f"{c.pop.selection}; this skill's harm ({c.counts}) may be runs that fetched it because they were "
+            f"failing: {_VERIFY}")
+
+
 def _library_wide_harm(e: LibraryEffect) -> bool:
     return e.verdict == "library-wide" and e.direction == "harm"
 
@@ -759,6 +781,14 @@ _HARMFUL = "S103's or S104's test"
 _COUNTS = ("b", "c", "net", "n_tasks", "q_value")
 
 RULES: tuple[Rule, ...] = (
+    Rule("L000", "selection-verify-library", "verify",
+         "A library-level action would hold (L001-L003) but retrieval follows failure on the model (RAE < 0, "
+         "Δskip's interval above 0 and that of Δskip - RAE too) and no control arm (random, empty, filler) "
+         "measured it: "
+         "verify with control arms before gating or shortening retrieval.",
+         "retrieval follows failure, verify first",
+         lambda e: bool(e.selection) and any(r.applies(e) for r in RULES if r.scope == "library" and r.id != "L000"),
+         _selection_library, ("selection",), scope="library"),
     Rule("L001", "library-wide-harm-grows-with-depth", "reduce-depth",
          "The skills do not differ (heterogeneity p > 0.05) but the library's mean effect per injected "
          "skill is reliably below 0 with at least 5 flips, and pairs that retrieved more skills fared "
@@ -788,6 +818,12 @@ RULES: tuple[Rule, ...] = (
          "No task in the runs retrieved the skill, and every run it may have been given logged its use.",
          "never retrieved",
          lambda c: c.a.n_retrieved == 0, _unused, ("n_retrieved",)),
+    Rule("S100", "selection-verify", "needs-data",
+         "It would be pruned or rewritten (S101-S104, S201) but retrieval follows failure on the model "
+         "(L000's test) and no control arm measured it: verify with control arms first.",
+         "retrieval follows failure, verify first",
+         lambda c: bool(c.pop.selection) and not c.measured and (c.harmful or c.mixed), _selection_skill,
+         ("selection", *_COUNTS), extra=lambda c: {"selection": c.pop.selection}),
     Rule("S101", "harmful-near-helpful-duplicate", "rewrite",
          f"Harmful ({_HARMFUL}) and its near-duplicate is reliably helpful (S301's test): rewrite it "
          "after that skill or fold it in.",
@@ -814,7 +850,8 @@ RULES: tuple[Rule, ...] = (
          f"No re-runs decide it, the skills differ on this model (heterogeneity p ≤ "
          f"{_R.heterogeneity_alpha:.2f}), the skill is reliably worse than the other entries on the same "
          f"kind of task (relative interval below 0, q ≤ q_max, at least min_tasks ({_R.min_tasks}) "
-         f"retrieving tasks) and its regression effect is below 0, with at least min_discordant flips.",
+         f"retrieving tasks) and its regression effect is below 0, with at least min_discordant flips, and "
+         f"its own task-level test rejects (net < 0, q ≤ q_max).",
          "harmful vs the other entries",
          lambda c: not c.measured and c.harmful, _prune_associated,
          ("harmful", "relative_effect", "relative_ci", "relative_q", "coef", "coef_ci", *_COUNTS),
@@ -822,7 +859,8 @@ RULES: tuple[Rule, ...] = (
     Rule("S105", "worse-unconfirmed", "needs-data",
          f"Reliably worse than the other entries on the same kind of task (S104's relative test: interval "
          f"below 0, q ≤ q_max, at least min_tasks ({_R.min_tasks}) retrieving tasks) but not judged harmful "
-         "(the skills-differ test does not reject, its regression effect is not below 0, or too few flips): "
+         "(the skills-differ test does not reject, its regression effect is not below 0, too few flips, or its "
+         "own task-level test does not reject): "
          "re-runs with it withheld (mask arms) decide it; never kept under a library verdict.",
          "worse than the others, unconfirmed",
          lambda c: bool(c.unconfirmed), _worse_unconfirmed,

@@ -50,9 +50,11 @@ def _sign(ev: dict[str, Any]) -> str:
 KEY_FIGURE: dict[str, Callable[[dict[str, Any]], str]] = {
     "L001": lambda ev: f"{_pp(ev.get('mean_effect'))} per injected skill{_ci(ev.get('mean_effect_ci'))}",
     "L002": lambda ev: f"{_pp(ev.get('mean_effect'))} per injected skill{_ci(ev.get('mean_effect_ci'))}",
+    "L000": lambda ev: "retrieval follows failure; no control arms",
     "L003": lambda ev: _both(ev.get("both_ways") or {}),
     "S000": lambda ev: "use unknown",
     "S001": lambda ev: "retrieved on no task",
+    "S100": lambda ev: f"{_flips(ev)}; verify with control arms",
     "S101": lambda ev: f"{_flips(ev)}; {_near(ev)}",
     "S102": _flips,
     "S103": lambda ev: f"withheld: {_pp(ev.get('causal_effect'))}{_ci(ev.get('causal_ci'))}{_q(ev.get('causal_q'))}",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ from .policy import (  # noqa: F401  (re-exported: the thresholds, the rule tabl
 from .runs import PairedRuns
 
 SCHEMA = "skillaudit.prune/v1"
-_ORDER = {a: i for i, a in enumerate(("gate-retrieval", "reduce-depth", *ACTIONS))}
+_ORDER = {a: i for i, a in enumerate((*LIBRARY_ACTIONS, *ACTIONS))}
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,9 @@ def _as_models(attribution: AttributionResult | ModelAttributions) -> ModelAttri
                              settings=dict(attribution.settings))
 
 
-def _with_both_ways(e: LibraryEffect, runs: PairedRuns) -> LibraryEffect:
-    """`e` with its cell's both-ways test (`metrics.both_ways_of`) for the library rules."""
+def _with_both_ways(e: LibraryEffect, runs: PairedRuns, selection: dict[str, str]) -> LibraryEffect:
+    """`e` with its cell's both-ways test (`metrics.both_ways_of`) and its model's selection
+    sentence (`selection_of`) for the library rules."""
     from dataclasses import replace
 
     from .metrics import both_ways_of
@@ -235,7 +236,36 @@ def _with_both_ways(e: LibraryEffect, runs: PairedRuns) -> LibraryEffect:
         sub = sub.select(model=e.model)
     if e.benchmark != "*" and e.benchmark in sub.benchmarks:
         sub = sub.select(benchmark=e.benchmark)
-    return replace(e, both_ways=both_ways_of(sub))
+    return replace(e, both_ways=both_ways_of(sub), selection=selection.get(e.model))
+
+
+#: enabled control arms that measure what searching and injecting text do on the same tasks
+CONTROL_ARMS = ("random", "empty", "filler")
+
+
+def controlled_models(runs: PairedRuns, arms: Any) -> set[str]:
+    """Models of `runs` with enabled control-arm records (`CONTROL_ARMS`) in `arms` (`ArmRecords`)."""
+    if arms is None or not getattr(arms, "n", 0):
+        return set()
+    out: set[str] = set()
+    for name in CONTROL_ARMS:
+        if name in arms.names:
+            pairs = arms.pair[arms.of(name)]
+            out.update(runs.models[int(m)] for m in np.unique(runs.model[pairs]).tolist())
+    return out
+
+
+def selection_of(runs: PairedRuns, controlled: Collection[str] = ()) -> str | None:
+    """`metrics.GroupMetrics.follows_failure` of `runs` (one model, pooled), unless the model is in
+    `controlled` (its runs have control arms, which measure on the same tasks what selection
+    cannot fake); None otherwise."""
+    from .metrics import group_metrics
+
+    models = list(runs.models)
+    if not runs.n_pairs or (len(models) == 1 and models[0] in controlled):
+        return None
+    g = group_metrics(runs, models[0] if len(models) == 1 else "*", "*", n_boot=2000, seed=0)
+    return g.follows_failure
 
 
 def _library_recommendations(effects: Sequence[LibraryEffect]) -> list[Recommendation]:
@@ -261,10 +291,12 @@ def _recommend_one(
     partner: dict[str, tuple[str, float]],
     cluster_of: dict[str, list[str]],
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
+    selection: str | None = None,
 ) -> dict[str, Recommendation]:
     """Per-skill recommendations for one population (one model, or all pooled): the first skill
     rule (`policy.RULES`) that holds decides each."""
     pop = Population.from_runs(runs, attribution, rules, partner, cluster_of, offered)
+    pop.selection = selection
     recs: dict[str, Recommendation] = {}
     for sid, a in pop.rows.items():
         rule, reason, ev = decide_skill(SkillContext(a, pop))
@@ -329,6 +361,7 @@ def recommend(
     harmful_clusters: Sequence[Sequence[str]] | None = None,
     rules: Rules | None = None,
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
+    controlled: Collection[str] = (),
 ) -> PruneResult:
     """Library-level and per-skill recommendations plus the projected RAE/OAE without the prune set.
 
@@ -337,7 +370,9 @@ def recommend(
     `skillaudit.clusters.find_near_duplicates`; `harmful_clusters` are groups of skill ids that
     concentrate harm (mentioned in the evidence and the reason). `offered` (`Inputs.offered`)
     tells which skills runs that did not log their use were offered: only those, never-used
-    elsewhere, are "use not logged" instead of "unused".
+    elsewhere, are "use not logged" instead of "unused". `controlled` names the models whose runs
+    have control arms (`CONTROL_ARMS`): where retrieval follows failure on another model, its
+    prunes, rewrites and library actions become "verify with control arms" (S100, L000).
     """
     rules = rules or Rules()
     ma = _as_models(attribution)
@@ -353,17 +388,21 @@ def recommend(
 
     per_model: dict[str, dict[str, Recommendation]] = {}
     rows: dict[str, dict[str, SkillAttribution]] = {}
+    selection: dict[str, str] = {}
     for res in ma.results:
         m = res.model or "*"
         sub = runs if m == "*" or m not in runs.models else runs.select(model=m)
-        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of, offered)
+        sel = selection_of(sub, controlled)
+        if sel:
+            selection[m] = sel
+        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of, offered, sel)
         rows[m] = {a.skill_id: a for a in res.skills}
     skill_recs = _combine(per_model, rows)
     net_of = {sid: min(a.net for r in rows.values() if (a := r.get(sid)) is not None)
               for sid in {r.skill_id for r in skill_recs}}
     skill_recs.sort(key=lambda r: (_ORDER[r.action], net_of.get(r.skill_id, 0), r.skill_id or "",
                                    r.models))
-    effects = tuple(_with_both_ways(e, runs) for e in ma.library)
+    effects = tuple(_with_both_ways(e, runs, selection) for e in ma.library)
     recs = _library_recommendations(effects) + skill_recs
 
     removed: dict[str | None, list[str]] = {}

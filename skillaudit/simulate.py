@@ -579,3 +579,108 @@ def drift_epochs(seed: int = 0, n_tasks: int = 400, n_skills: int = 12, epochs: 
     bad = np.array([any(s in harmful for s in k) for k in sets])[:, None]
     y_pos = y_pos & ~((rng.random((n_tasks, epochs)) < harm) & bad)
     return _records(sets, y_neg, y_pos), {s: ("harmful" if s in harmful else "none") for s in ids}
+
+
+# ---------------------------------------------------------------- shapes of issue 52
+def _sampled(rng: np.random.Generator, p: np.ndarray, epochs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(y_neg, y_pos): both conditions of every epoch drawn on their own with the task's pass
+    probability (no effect of skills at all; runs are samples)."""
+    return (rng.random((p.size, epochs)) < p[:, None]), (rng.random((p.size, epochs)) < p[:, None])
+
+
+def topic_difficulty(seed: int = 0, n_tasks: int = 900, n_topics: int = 8, skills_per_topic: int = 20,
+                     spread: float = 1.5, epochs: int = 1) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """A null library over topics of different difficulty: topic t's tasks pass with logit
+    N(m_t, 1), m_t spread evenly over [-spread, +spread] (half the topics hard); each task retrieves
+    1-3 skills of its own topic (85% of tasks); runs are sampled, so no skill does anything. Skills
+    of hard topics are retrieved by tasks that, failing without skills, are rarely rescued, and
+    passing, are often harmed: the same disabled outcome is not the same difficulty."""
+    rng = np.random.default_rng(seed)
+    ids = [f"t{t}-skill-{i:02d}" for t in range(n_topics) for i in range(skills_per_topic)]
+    means = np.linspace(-spread, spread, n_topics)
+    topic = rng.integers(0, n_topics, n_tasks)
+    p = 1.0 / (1.0 + np.exp(-(means[topic] + rng.normal(0.0, 1.0, n_tasks))))
+    sets = []
+    for t in range(n_tasks):
+        pool = ids[topic[t] * skills_per_topic:(topic[t] + 1) * skills_per_topic]
+        sets.append(sorted(rng.choice(pool, size=int(rng.integers(1, 4)), replace=False).tolist())
+                    if rng.random() < 0.85 else [])
+    y_neg, y_pos = _sampled(rng, p, epochs)
+    return _records(sets, y_neg, y_pos), dict.fromkeys(ids, "none")
+
+
+def depth_harm(seed: int = 0, n_tasks: int = 900, n_skills: int = 30, deep: int = 4, harm: float = 0.4,
+               ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Harm from retrieval depth only: tasks retrieve 1-6 skills (85% of tasks), any skill alike;
+    a run given `deep` or more skills turns a `harm` share of its passes into failures. No skill
+    is worse than another. Runs are sampled."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    p = 1.0 / (1.0 + np.exp(-rng.normal(0.3, 1.5, n_tasks)))
+    sizes = rng.choice([1, 2, 3, 4, 5, 6], size=n_tasks, p=[0.25, 0.25, 0.2, 0.15, 0.1, 0.05])
+    sets = [sorted(rng.choice(ids, size=int(k), replace=False).tolist()) if rng.random() < 0.85 else []
+            for k in sizes]
+    y_neg, y_pos = _sampled(rng, p, 1)
+    is_deep = np.array([len(k) >= deep for k in sets])[:, None]
+    y_pos = y_pos & ~((rng.random(y_pos.shape) < harm) & is_deep)
+    return _records(sets, y_neg, y_pos), dict.fromkeys(ids, "none")
+
+
+def benchmark_split(seed: int = 0, n_tasks: int = 900, n_skills: int = 20, effect: float = 0.4,
+                    ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """One model, two benchmarks (code, math), the same library: one skill rescues an `effect`
+    share of the code runs that fail without it and harms the same share of the math runs that
+    pass; the others do nothing. Each task retrieves 1-2 skills (85%); runs are sampled.
+    truth: the skill is "split", the others "none"."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    split = ids[int(rng.integers(0, n_skills))]
+    others = [s for s in ids if s != split]
+    out: list[dict[str, Any]] = []
+    for bench in ("code", "math"):
+        n = n_tasks // 2
+        p = 1.0 / (1.0 + np.exp(-rng.normal(0.3, 1.5, n)))
+        sets = []
+        for _ in range(n):
+            if rng.random() >= 0.85:
+                sets.append([])
+                continue
+            if rng.random() < 0.3:  # the split skill, sometimes with another
+                k = [split] + (rng.choice(others, size=1).tolist() if rng.random() < 0.3 else [])
+            else:
+                k = rng.choice(others, size=1 + int(rng.random() < 0.3), replace=False).tolist()
+            sets.append(sorted(k))
+        y_neg, y_pos = _sampled(rng, p, 1)
+        has = np.array([split in k for k in sets])[:, None]
+        u = rng.random(y_pos.shape) < effect
+        if bench == "code":
+            y_pos = np.where(has & ~y_neg & u, True, y_pos)
+        else:
+            y_pos = np.where(has & y_neg & u, False, y_pos)
+        out += _records(sets, y_neg, y_pos, bench=bench)
+    return out, {s: ("split" if s == split else "none") for s in ids}
+
+
+def failure_driven(seed: int = 0, n_tasks: int = 900, n_skills: int = 20, culprit: bool = False,
+                   ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The agent searches because it is failing: no skill does anything, but a run that fails
+    searches (and gets 1-2 skills) with probability 0.8, one that passes with 0.3, so retrieving
+    pairs fail more with skills than without. With `culprit`, one skill is fetched mostly by
+    failing runs (a failing run takes it with probability 0.5, a passing one with 0.05)."""
+    rng = np.random.default_rng(seed)
+    ids = [f"skill-{i:02d}" for i in range(n_skills)]
+    bad = ids[int(rng.integers(0, n_skills))] if culprit else None
+    others = [s for s in ids if s != bad]
+    p = 1.0 / (1.0 + np.exp(-rng.normal(0.3, 1.5, n_tasks)))
+    y_neg, y_pos = _sampled(rng, p, 1)
+    sets = []
+    for t in range(n_tasks):
+        fails = not y_pos[t, 0]
+        if rng.random() >= (0.8 if fails else 0.3):
+            sets.append([])
+            continue
+        k = rng.choice(others, size=1 + int(rng.random() < 0.4), replace=False).tolist()
+        if bad is not None and rng.random() < (0.5 if fails else 0.05):
+            k = [bad, *k[:1]]
+        sets.append(sorted(k))
+    return _records(sets, y_neg, y_pos), {s: ("fetched-by-failure" if s == bad else "none") for s in ids}

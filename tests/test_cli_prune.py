@@ -244,3 +244,38 @@ def test_every_rule_has_a_key_figure_for_the_short_view():
     assert set(KEY_FIGURE) == {r.id for r in RULES}
     for r in RULES:
         assert isinstance(key_figure(Recommendation("s", r.action, "", {}, rule=r.id)), str)
+
+
+def test_where_retrieval_follows_failure_prune_asks_for_control_arms(tmp_path):
+    """Issue 52 F10: the agent searches because it is failing (no skill does anything): prune
+    recommends no gate and no prune but 'verify' (L000) naming run --arms random,empty, and the skill
+    fetched mostly by failing runs is needs-data (S100), the projection unchanged; once the runs have
+    a random control arm on those pairs, the advice is no longer about selection."""
+    import orjson
+
+    from skillaudit.simulate import failure_driven
+
+    lib = simulate(n_tasks=20, n_skills=20, n_harmful=0, n_helpful=0, seed=1).write(tmp_path / "lib")[1]
+    recs, _ = failure_driven(0)
+    runs = tmp_path / "runs.jsonl"
+    runs.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    res = CliRunner().invoke(cli, ["prune", str(runs), "--skills", str(lib), "--embedder", "none", "--bootstrap", "300"])
+    assert res.exit_code == 0, res.output
+    assert "verify for sim-model (sim-bench): L000 retrieval follows failure, verify first" in res.stdout
+    assert "prune (" not in res.stdout
+    recs, truth = failure_driven(0, culprit=True)
+    bad = next(s for s, k in truth.items() if k != "none")
+    runs.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    res = CliRunner().invoke(cli, ["prune", str(runs), "--skills", str(lib), "--embedder", "none",
+                                   "--bootstrap", "300", "--json"])
+    doc = json.loads(res.stdout)
+    (rec,) = [r for r in doc["recommendations"] if r["skill_id"] == bad]
+    assert rec["rule"] == "S100" and "run --arms random,empty" in rec["reason"]
+    assert doc["projected"]["rae_after"] == doc["projected"]["rae_before"]
+    # a random arm on every retrieving pair: the control arms measure it, no S100
+    arms = [{**r, "arm": "random"} for r in recs if r["condition"] == "enabled" and r["retrievals"]]
+    (tmp_path / "arms.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in arms))
+    res = CliRunner().invoke(cli, ["prune", str(runs), str(tmp_path / "arms.jsonl"), "--skills", str(lib),
+                                   "--embedder", "none", "--bootstrap", "300", "--json"])
+    assert res.exit_code == 0, res.output
+    assert all(r["rule"] not in ("S100", "L000") for r in json.loads(res.stdout)["recommendations"])

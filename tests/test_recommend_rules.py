@@ -58,6 +58,10 @@ _HARMFUL = dict(n_retrieved=40, n_tasks=40, b=0, c=8, net=-8, q_value=0.01, coef
 _HELPFUL = dict(b=30, c=5, net=25, q_value=0.001, coef=0.1, coef_ci=(0.05, 0.15), coef_q=0.01)
 
 
+#: the selection sentence of a model whose retrieval follows failure (metrics.GroupMetrics.follows_failure)
+_SELECTION = ("retrieval follows failure on m: the runs that searched lost with skills (RAE -12.8 pp) while "
+              "those that skipped gained (Δskip +17.0 pp; difference 95% CI +18.0 to +41.0)")
+
 #: a model whose retrieving pairs flip both ways more than the pairs that retrieved nothing
 _BOTH = {"cond_b": 93, "cond_c": 117, "both_ways": {
     "rescue_rate": 0.36, "harm_rate": 0.35, "ref_rescue_rate": 0.16, "ref_harm_rate": 0.22, "p_rescue": 1e-4,
@@ -91,11 +95,13 @@ MEASURED = dict(causal_effect=-0.2, causal_ci=(-0.3, -0.1), causal_q=0.01, causa
 
 #: rule id -> a minimal input for which that rule decides
 CASES = {
+    "L000": lambda: replace(_library("library-wide", "harm", depth_slope_ci=(-0.04, 0.01)), selection=_SELECTION),
     "L001": lambda: _library("library-wide", "harm", depth_slope_ci=(-0.04, -0.01)),
     "L002": lambda: _library("library-wide", "harm", depth_slope_ci=(-0.04, 0.01)),
     "L003": lambda: replace(_library("none"), both_ways=_BOTH),
     "S000": lambda: _skill(_row(n_retrieved=0, n_tasks=0, b=0, c=0, q_value=None), use_unknown=frozenset({"s"})),
     "S001": lambda: _skill(_row(n_retrieved=0, n_tasks=0, b=0, c=0, q_value=None)),
+    "S100": lambda: _skill(_row(**_HARMFUL), differ=True, selection=_SELECTION),
     "S101": lambda: _skill(_row(**_HARMFUL), _row("g", **_HELPFUL), differ=True, partner={"s": ("g", 0.9)}),
     "S102": lambda: _skill(_row(**{**_HARMFUL, "b": 4, "c": 10, "net": -6}), differ=True),
     # the skills need not differ: re-runs measure it
@@ -273,6 +279,21 @@ def test_skills_that_work_both_ways_are_said_so_at_both_levels():
     assert first_rule("library", few) is None
     rule, reason, _ = decide_skill(_skill(_row(n_retrieved=12, n_tasks=12, b=3, c=4, net=-1), both=_BOTH["both_ways"]))
     assert rule.id == "S202" and reason.startswith("works both ways, like the library: 3 rescues and 4 harms")
+
+
+def test_where_retrieval_follows_failure_prunes_and_gates_become_verify():
+    """Issue 52 F10: a skill S104 would prune and a library S104/L002 would gate, on a model whose
+    retrieval follows failure with no control arms: needs-data (S100) and verify (L000), both naming
+    run --arms random,empty; without the selection sentence the same inputs prune and gate."""
+    rule, reason, ev = decide_skill(CASES["S100"]())
+    assert (rule.id, rule.action) == ("S100", "needs-data") and "run --arms random,empty" in reason
+    assert ev["selection"] == _SELECTION and reason.startswith("retrieval follows failure, verify first: " + _SELECTION)
+    assert decide_skill(CASES["S104"]())[0].id == "S104"
+    e = CASES["L000"]()
+    assert (first_rule("library", e).id, first_rule("library", e).action) == ("L000", "verify")
+    assert "run --arms random,empty" in first_rule("library", e).reason(e)
+    assert first_rule("library", replace(e, selection=None)).id == "L002"
+    assert first_rule("library", replace(_library("none"), selection=_SELECTION)) is None
 
 
 def test_too_few_tasks_needs_data_and_says_how_many():

@@ -487,7 +487,8 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
         for r in recs:
             if r.get("scope") == "library":
                 where = "" if r.get("benchmark") in (None, "*") else f" on {r['benchmark']}"
-                verb = "gate retrieval" if r["action"] == "gate-retrieval" else "retrieve fewer skills per call"
+                verb = {"gate-retrieval": "gate retrieval", "verify": "verify with control arms (run --arms random,empty)"
+                        }.get(r["action"], "retrieve fewer skills per call")
                 parts.append(f"{verb} for {r.get('model')}{where} ({r['action']})")
                 act_on["library"].append(f"{verb} for {r.get('model')}{where}")
         for verb in ("prune", "rewrite", "merge"):
@@ -819,7 +820,7 @@ def build_audit(
     """
     from ..attribution import attribute_models
     from ..metrics import compute_metrics
-    from ..recommend import recommend
+    from ..recommend import controlled_models, recommend
     say = progress or _noop
     library, runs, inputs = _audit_inputs(run_paths, skills_path, library, runs, inputs, strict, say)
     notes: list[str] = []
@@ -878,7 +879,8 @@ def build_audit(
 
     say("recommendations and the projected effect of pruning")
     prune = recommend(runs, attr, near_duplicates=near_dups if library is not None else None,
-                      harmful_clusters=harmful_groups, offered=offered)
+                      harmful_clusters=harmful_groups, offered=offered,
+                      controlled=controlled_models(runs, arms))
 
     say("co-retrieval graph")
     graph_doc, graph_obj, graph_notes = _graph_section(runs, rows, library, near_dups, cluster_rep, seed)

@@ -19,7 +19,7 @@ from .figures import FIGURES
 MAX_SKILL_ROWS = 300
 MAX_NEAR_DUPLICATES = 100
 ACTION_ORDER = ("prune", "rewrite", "merge", "needs-data", "keep", "unused")
-LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth")
+LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth", "verify")
 
 
 # ---------------------------------------------------------------- filters
@@ -121,7 +121,7 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
     rows = skill_rows(doc)
     retrieved = [r for r in rows if r.get("n_retrieved", 0) > 0]
     counts = {a: sum(1 for r in rows if r["action"] == a) for a in ACTION_ORDER}
-    counts = {"gate-retrieval": 0, "reduce-depth": 0, **counts}
+    counts = {**dict.fromkeys(LIBRARY_ACTIONS, 0), **counts}
     for r in (doc.get("recommendations") or {}).get("recommendations", []):
         if r.get("scope") == "library":
             counts[r["action"]] += 1
