@@ -580,6 +580,54 @@ class SkillContext:
 
 
 @dataclass(frozen=True)
+class BenchmarksContext:
+    """One skill on one model across its benchmarks: each benchmark's exposure counts of the skill
+    (an `AttributionResult` row of that benchmark's pairs alone) and the rules' thresholds."""
+
+    skill_id: str
+    model: str
+    rows: dict[str, SkillAttribution]
+    rules: Rules
+    #: BH q (across the model's skills) of `p_split`; None when no such pair exists
+    q_split: float | None = None
+
+    def _side(self, sign: int) -> list[str]:
+        r = self.rules
+        cand = [(a.p_value, b) for b, a in self.rows.items()
+                if a.p_value is not None and a.net * sign > 0 and (a.n_tasks or a.n_retrieved) >= r.min_tasks]
+        return [min(cand)[1]] if cand else []
+
+    @property
+    def hurt(self) -> list[str]:
+        return self._side(-1) if self.q_split is not None and self.q_split <= self.rules.q_max else []
+
+    @property
+    def helped(self) -> list[str]:
+        return self._side(1) if self.q_split is not None and self.q_split <= self.rules.q_max else []
+
+    def p_split(self) -> float | None:
+        """The two-sided p of "the skill's mean flip is the same on its most harmed and its most
+        helped benchmark" (a two-sample z-test on the tasks of each, which are different tasks);
+        None unless one leans to harm and the other to help, each with p <= 0.05 on its own task-level
+        test (so the sentence naming both directions holds)."""
+        hurt, helped = self._side(-1), self._side(1)
+        if not hurt or not helped:
+            return None
+        a, b = self.rows[hurt[0]], self.rows[helped[0]]
+        if max(float(a.p_value), float(b.p_value)) > 0.05:  # type: ignore[arg-type]
+            return None
+
+        def mean_var(r: SkillAttribution) -> tuple[float, float]:
+            n = max(r.n_retrieved, 1)
+            m = r.net / n
+            return m, max((r.b + r.c) / n - m * m, 1e-12) / max(r.n_tasks or n, 1)
+
+        (m1, v1), (m2, v2) = mean_var(a), mean_var(b)
+        z = (m2 - m1) / math.sqrt(v1 + v2)
+        return float(min(1.0, 2.0 * _sp.ndtr(-abs(z))))
+
+
+@dataclass(frozen=True)
 class ModelsContext:
     """One skill across models: the models where its regression effect is reliably below 0
     (`hurt`) and above 0 (`helped`), and each model's attribution rows."""
@@ -733,6 +781,24 @@ def _too_few_tasks(c: SkillContext) -> str:
 
 def _no_effect(c: SkillContext) -> str:
     return c.with_where(c.blame or c.counts + (f"; {c.coef_txt}" if c.coef_txt else ""))
+
+
+def _bench_effect(a: SkillAttribution) -> str:
+    return f"{_fmt_pp(a.rae_k)} where retrieved: net {a.net:+d} (b {a.b}, c {a.c}) over {_tasks(a)}, p {_fmt_q(a.p_value)}"
+
+
+def _sign_differs_benchmarks(c: BenchmarksContext) -> str:
+    hurt, helped = ", ".join(c.hurt), ", ".join(c.helped)
+    parts = [f"harms {b} ({_bench_effect(c.rows[b])})" for b in c.hurt]
+    parts += [f"helps {b} ({_bench_effect(c.rows[b])})" for b in c.helped]
+    return (f"on {c.model} it {'; '.join(parts)} (difference q {_fmt_q(c.q_split)}; associations): gate it per "
+            f"benchmark (retrieve it for {helped} only) or rewrite it for {hurt}")
+
+
+def _per_benchmark_evidence(c: BenchmarksContext) -> dict[str, Any]:
+    return {"per_benchmark": {b: {"n_tasks": a.n_tasks, "b": a.b, "c": a.c, "net": a.net, "rae_k": a.rae_k,
+                                  "p_value": a.p_value} for b, a in c.rows.items()},
+            "hurt": list(c.hurt), "helped": list(c.helped), "q_split": c.q_split}
 
 
 def _sign_differs(c: ModelsContext) -> str:
@@ -919,6 +985,15 @@ RULES: tuple[Rule, ...] = (
          "None of the above: no reliable effect either way.",
          "no reliable effect",
          lambda c: True, _no_effect, _COUNTS, extra=_power_evidence),
+    Rule("B001", "sign-differs-across-benchmarks", "rewrite",
+         f"One model, several benchmarks: on one benchmark's pairs alone the skill's exposure counts are "
+         f"harmful and on another's helpful (each task-level p ≤ 0.05, at least min_tasks ({_R.min_tasks}) "
+         "retrieving tasks), and its mean flip differs between the two (two-sample z-test over tasks, BH "
+         "q ≤ q_max across the model's skills); replaces the skill's pooled decision on that model (pooled, "
+         "the two net out).",
+         "helps one benchmark, hurts another",
+         lambda c: bool(c.hurt and c.helped), _sign_differs_benchmarks, ("per_benchmark",),
+         extra=_per_benchmark_evidence, scope="benchmarks"),
     Rule("M001", "sign-differs-across-models", "rewrite",
          "With several models: the regression interval is below 0 on one model and above 0 on another "
          "(both identifiable); one rewrite for those models replaces their per-model actions.",
@@ -926,7 +1001,8 @@ RULES: tuple[Rule, ...] = (
          lambda c: bool(c.hurt and c.helped), _sign_differs, ("sign_differs", "per_model"), scope="models"),
 )
 RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
-_BY_SCOPE: dict[str, tuple[Rule, ...]] = {s: tuple(r for r in RULES if r.scope == s) for s in ("library", "skill", "models")}
+_BY_SCOPE: dict[str, tuple[Rule, ...]] = {s: tuple(r for r in RULES if r.scope == s)
+                                          for s in ("library", "skill", "benchmarks", "models")}
 
 
 def rules_for(scope: str) -> tuple[Rule, ...]:

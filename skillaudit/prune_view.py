@@ -70,6 +70,7 @@ KEY_FIGURE: dict[str, Callable[[dict[str, Any]], str]] = {
     "S503": lambda ev: (f"{ev.get('n_tasks', 0)} tasks; ~{ev['more_tasks_needed']:,} more needed"
                         if ev.get("more_tasks_needed") else f"{ev.get('n_tasks', 0)} retrieving tasks"),
     "S504": _flips,
+    "B001": lambda ev: ", ".join(f"{b} {_pp((v or {}).get('rae_k'))}" for b, v in (ev.get("per_benchmark") or {}).items()),
     "M001": _sign,
 }
 

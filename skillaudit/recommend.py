@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from .policy import (  # noqa: F401  (re-exported: the thresholds, the rule tabl
     LIBRARY_ACTIONS,
     RULES,
     RULES_BY_ID,
+    BenchmarksContext,
     ModelsContext,
     Population,
     Rule,
@@ -297,12 +298,40 @@ def _recommend_one(
     rule (`policy.RULES`) that holds decides each."""
     pop = Population.from_runs(runs, attribution, rules, partner, cluster_of, offered)
     pop.selection = selection
+    by_bench = _benchmark_rows(runs) if len(runs.benchmarks) > 1 else {}
+    split = {}
+    for sid in pop.rows:
+        rows = {b: r[sid] for b, r in by_bench.items() if sid in r and r[sid].n_retrieved}
+        if len(rows) > 1:
+            split[sid] = BenchmarksContext(sid, pop.model, rows, rules)
+    p_split = {sid: p for sid, c in split.items() if (p := c.p_split()) is not None}
+    from .stats import bh_qvalues
+
+    q_split = dict(zip(p_split, bh_qvalues(np.array(list(p_split.values()), dtype=float)).tolist(), strict=True))
     recs: dict[str, Recommendation] = {}
     for sid, a in pop.rows.items():
         rule, reason, ev = decide_skill(SkillContext(a, pop))
+        if sid in q_split and rule.action != "unused":
+            bctx = replace(split[sid], q_split=q_split[sid])
+            brule = first_rule("benchmarks", bctx)
+            if brule is not None:  # B001 replaces the pooled decision of this model
+                ev = {**ev, **(brule.extra(bctx) if brule.extra else {})}
+                rule, reason = brule, brule.reason(bctx)
         recs[sid] = Recommendation(skill_id=sid, action=rule.action, reason=reason, evidence=ev,
                                    models=(pop.model,), rule=rule.id)
     return recs
+
+
+def _benchmark_rows(runs: PairedRuns) -> dict[str, dict[str, SkillAttribution]]:
+    """Each benchmark's exposure counts per skill (`attribute` on its pairs alone, no regression)."""
+    from .attribution import attribute
+
+    out: dict[str, dict[str, SkillAttribution]] = {}
+    for b in runs.benchmarks:
+        sub = runs.select(benchmark=b)
+        if sub.n_pairs:
+            out[b] = {a.skill_id: a for a in attribute(sub, regression=False, n_boot=0).skills}
+    return out
 
 
 def _combine(per_model: dict[str, dict[str, Recommendation]],

@@ -627,11 +627,12 @@ def depth_harm(seed: int = 0, n_tasks: int = 900, n_skills: int = 30, deep: int 
 
 
 def benchmark_split(seed: int = 0, n_tasks: int = 900, n_skills: int = 20, effect: float = 0.4,
-                    ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+                    coupling: float = 0.7) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """One model, two benchmarks (code, math), the same library: one skill rescues an `effect`
     share of the code runs that fail without it and harms the same share of the math runs that
-    pass; the others do nothing. Each task retrieves 1-2 skills (85%); runs are sampled.
-    truth: the skill is "split", the others "none"."""
+    pass; the others do nothing. Each task retrieves 1-2 skills (85%); the run with skills repeats
+    the run without them with probability `coupling`, else is drawn again from the task's pass
+    rate. truth: the skill is "split", the others "none"."""
     rng = np.random.default_rng(seed)
     ids = [f"skill-{i:02d}" for i in range(n_skills)]
     split = ids[int(rng.integers(0, n_skills))]
@@ -651,6 +652,7 @@ def benchmark_split(seed: int = 0, n_tasks: int = 900, n_skills: int = 20, effec
                 k = rng.choice(others, size=1 + int(rng.random() < 0.3), replace=False).tolist()
             sets.append(sorted(k))
         y_neg, y_pos = _sampled(rng, p, 1)
+        y_pos = np.where(rng.random(y_pos.shape) < coupling, y_neg, y_pos)
         has = np.array([split in k for k in sets])[:, None]
         u = rng.random(y_pos.shape) < effect
         if bench == "code":

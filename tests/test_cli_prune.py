@@ -279,3 +279,26 @@ def test_where_retrieval_follows_failure_prune_asks_for_control_arms(tmp_path):
                                    "--embedder", "none", "--bootstrap", "300", "--json"])
     assert res.exit_code == 0, res.output
     assert all(r["rule"] not in ("S100", "L000") for r in json.loads(res.stdout)["recommendations"])
+
+
+def test_a_skill_that_helps_code_and_harms_math_is_gated_per_benchmark(tmp_path):
+    """Issue 52 F9: one skill rescues code runs and harms math runs (same model): prune's line is
+    B001 with each benchmark's figure, --json has per-benchmark evidence, the reason names both."""
+    import orjson
+
+    from skillaudit.simulate import benchmark_split
+
+    lib = simulate(n_tasks=20, n_skills=20, n_harmful=0, n_helpful=0, seed=1).write(tmp_path / "lib")[1]
+    recs, truth = benchmark_split(0)
+    split = next(s for s, k in truth.items() if k == "split")
+    runs = tmp_path / "runs.jsonl"
+    runs.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    args = ["prune", str(runs), "--skills", str(lib), "--embedder", "none", "--bootstrap", "200"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith(split))
+    assert "B001 helps one benchmark, hurts another" in line and "code +17.9" in line and "math -21.1" in line
+    rec = next(r for r in json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)["recommendations"]
+               if r["skill_id"] == split)
+    assert rec["action"] == "rewrite" and set(rec["evidence"]["per_benchmark"]) == {"code", "math"}
+    assert "harms math" in rec["reason"] and "helps code" in rec["reason"] and "gate it per benchmark" in rec["reason"]

@@ -19,6 +19,7 @@ from skillaudit.policy import (
     LIBRARY_ACTIONS,
     RULES,
     RULES_BY_ID,
+    BenchmarksContext,
     ModelsContext,
     Population,
     SkillContext,
@@ -85,6 +86,14 @@ def _skill(row, *others, differences=None, **facts):
     return SkillContext(row, pop)
 
 
+def _bench_split(q_split=0.001):
+    rows = {"code": _row(n_retrieved=117, n_tasks=117, b=25, c=4, net=21, rae_k=0.179, p_value=1e-4),
+            "math": _row(n_retrieved=109, n_tasks=109, b=4, c=27, net=-23, rae_k=-0.211, p_value=1e-5)}
+    from skillaudit.policy import Rules
+
+    return BenchmarksContext("s", "m", rows, Rules(), q_split=q_split)
+
+
 def _sign_split():
     rows = {"a": {"s": _row(coef=-0.1, coef_ci=(-0.2, -0.05))}, "b": {"s": _row(coef=0.1, coef_ci=(0.05, 0.2))}}
     return ModelsContext("s", ("a",), ("b",), rows)
@@ -122,6 +131,7 @@ CASES = {
                            lib=_library("library-wide", "harm")),
     "S503": lambda: _skill(_row(n_retrieved=12, n_tasks=12, b=1, c=2, net=-1, q_value=1.0)),
     "S504": lambda: _skill(_row()),
+    "B001": lambda: _bench_split(),
     "M001": _sign_split,
 }
 
@@ -296,6 +306,26 @@ def test_where_retrieval_follows_failure_prunes_and_gates_become_verify():
     assert first_rule("library", replace(_library("none"), selection=_SELECTION)) is None
 
 
+def test_a_skill_that_helps_one_benchmark_and_harms_another_is_named_per_benchmark():
+    """B001: harmful on math's pairs alone and helpful on code's (each p <= 0.05), the difference
+    with q <= 0.10 -> one rewrite naming both benchmarks with their figures and the gate; with the
+    difference's q above 0.10, or one side not significant on its own, no B001."""
+    from skillaudit.policy import BenchmarksContext  # noqa: F401
+
+    ctx = _bench_split()
+    rule = first_rule("benchmarks", ctx)
+    assert (rule.id, rule.action) == ("B001", "rewrite")
+    assert rule.reason(ctx) == (
+        "helps one benchmark, hurts another: on m it harms math (-21.1 pp where retrieved: net -23 (b 4, c 27) "
+        "over 109 tasks (109 pairs), p <0.001); helps code (+17.9 pp where retrieved: net +21 (b 25, c 4) over "
+        "117 tasks (117 pairs), p <0.001) (difference q 0.001; associations): gate it per benchmark (retrieve "
+        "it for code only) or rewrite it for math")
+    assert first_rule("benchmarks", _bench_split(q_split=0.3)) is None
+    assert _bench_split().p_split() < 1e-6
+    weak = replace(ctx, rows={**ctx.rows, "code": replace(ctx.rows["code"], p_value=0.2)})
+    assert weak.p_split() is None
+
+
 def test_too_few_tasks_needs_data_and_says_how_many():
     """S503: 12 retrieving tasks -> needs-data with the number of tasks the power calculation asks for."""
     rule, reason, ev = decide_skill(CASES["S503"]())
@@ -351,9 +381,9 @@ def test_the_rule_table_is_well_formed():
     """Unique ids in evaluation order per scope, kebab names, actions of their scope, one-line
     summaries of at most 40 characters, and a last skill rule that always holds."""
     assert len({r.id for r in RULES}) == len(RULES) and len({r.name for r in RULES}) == len(RULES)
-    prefix = {"library": "L", "skill": "S", "models": "M"}
+    prefix = {"library": "L", "skill": "S", "benchmarks": "B", "models": "M"}
     for r in RULES:
-        assert re.fullmatch(r"[LSM]\d{3}", r.id) and r.id[0] == prefix[r.scope], r.id
+        assert re.fullmatch(r"[LSBM]\d{3}", r.id) and r.id[0] == prefix[r.scope], r.id
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", r.name), r.name
         assert r.action in (LIBRARY_ACTIONS if r.scope == "library" else ACTIONS), r
         assert 0 < len(r.summary) <= 40 and ":" not in r.summary and r.condition.endswith("."), r
