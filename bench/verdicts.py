@@ -415,7 +415,7 @@ def _issue52_row(name: str, make, seeds: range, n_boot: int) -> dict[str, object
     names both benchmarks), FDP of prune/rewrite."""
     from skillaudit.library_effect import HETEROGENEITY_ALPHA
 
-    innocent = differ = gates = culprit_hits = culprits = named = splits = 0
+    innocent = differ = gates = verify = culprit_hits = culprits = named = splits = 0
     fdps = []
     for seed in seeds:
         recs, truth = make(seed)
@@ -429,7 +429,8 @@ def _issue52_row(name: str, make, seeds: range, n_boot: int) -> dict[str, object
             fdps.append(len(false) / len(flagged))
         differ += any(e.heterogeneity_p is not None and e.heterogeneity_p <= HETEROGENEITY_ALPHA
                       for e in ma.library if e.benchmark == "*" or len(runs.benchmarks) == 1)
-        gates += len(out.library_actions())
+        gates += sum(1 for r in out.library_actions() if r.action != "verify")
+        verify += sum(1 for r in out.library_actions() if r.action == "verify")
         for sid, kind in truth.items():
             r = out.get(sid)
             if kind == "fetched-by-failure":
@@ -441,7 +442,8 @@ def _issue52_row(name: str, make, seeds: range, n_boot: int) -> dict[str, object
     n = len(seeds)
     row: dict[str, object] = {"shape": name, "seeds": n,
                               "innocent prune/rewrite / seed": (innocent / n, float(np.sqrt(innocent) / n)),
-                              "skills differ": _rate(differ, n), "library actions / seed": gates / n,
+                              "skills differ": _rate(differ, n), "gate/reduce-depth / seed": gates / n,
+                              "verify (selection) / seed": verify / n,
                               "FDP": _mean(fdps) if fdps else (0.0, 0.0)}
     if culprits:
         row["fetched-by-failure pruned/rewritten"] = _rate(culprit_hits, culprits)

@@ -266,6 +266,10 @@ class Population:
 
     def mixed(self, sid: str) -> bool:
         r = self.rules
+        lib = self.lib
+        if (lib is not None and lib.verdict == "library-wide" and lib.depth_slope_ci is not None
+                and lib.depth_slope_ci[1] < 0):
+            return False  # the depth verdict (L001) already explains the flips of deep retrievals
         _, b_j, c_j = self.mixed_counts.get(sid, (0, 0, 0))
         return (b_j >= r.mixed_min and c_j >= r.mixed_min
                 and min(b_j, c_j) / (b_j + c_j) >= r.mixed_ratio
@@ -936,7 +940,8 @@ RULES: tuple[Rule, ...] = (
          f"b and c both ≥ mixed_min ({_R.mixed_min}), the smaller ≥ mixed_ratio ({_R.mixed_ratio:.2f}) of "
          "the flips, and both more rescues among its runs that fail without skills and more harms among "
          "those that pass than the other retrieving pairs where no harmful or helpful skill was retrieved "
-         "(one-sided Fisher exact per direction over tasks, Rao-Scott, the larger p, BH q ≤ q_max).",
+         "(one-sided Fisher exact per direction over tasks, Rao-Scott, the larger p, BH q ≤ q_max); silent "
+         "where the model's harm is library-wide and grows with depth (L001 explains the flips).",
          "works both ways, more than the others",
          lambda c: c.mixed, _mixed, ("discordance_q", *_COUNTS),
          extra=lambda c: {"discordance_q": float(c.pop.q_mixed[c.sid])}),

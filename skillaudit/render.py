@@ -355,6 +355,10 @@ def rank_table(result: Any, top: int | None = None, out: Console | None = None) 
     )
     if result.library is not None:
         out.print(f"library: {result.library.text}")
+        if result.library.verdict == "library-wide":
+            out.print("The most-harmful order above is what the library-wide verdict predicts: the skills "
+                      "retrieved most (and most often with others) collect the most harms; it does not single "
+                      "out entries (prune judges each against the others).")
     if top and len(result.skills) > top:
         out.print(f"(top {top} of {len(result.skills)} skills; --top 0 shows all)")
     out.print(f"q: Benjamini-Hochberg over {result.settings.get('p_value', 'exact McNemar tests')}; coef: ridge "

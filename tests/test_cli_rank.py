@@ -129,3 +129,19 @@ def test_pool_models_gives_one_population_with_model_as_a_stratum(sim_dir):
     assert {s["model"] for s in per["skills"]} == set(sim.settings["models"])
     assert {s["model"] for s in pooled["skills"]} == {"*"}
     assert pooled["totals"] == per["totals"]
+
+
+def test_rank_says_when_its_list_is_the_library_verdicts(tmp_path):
+    """Issue 52 F8: under library-wide harm (every injected skill derails alike) rank's most-harmful
+    list is what that verdict predicts, and rank says so under the table; with a harm specific to
+    one skill it does not."""
+    from skillaudit.simulate import scenario
+
+    runs, _ = scenario("dilution", seed=0).write(tmp_path / "wide")
+    res = CliRunner().invoke(cli, ["rank", str(runs), "--bootstrap", "300"])
+    assert res.exit_code == 0, res.output
+    assert "library-wide" in res.stdout.lower()
+    assert "The most-harmful order above is what the library-wide verdict predicts" in res.stdout
+    runs, _ = scenario("two-harmful", seed=0).write(tmp_path / "specific")
+    res = CliRunner().invoke(cli, ["rank", str(runs), "--bootstrap", "300"])
+    assert res.exit_code == 0 and "what the library-wide verdict predicts" not in res.stdout

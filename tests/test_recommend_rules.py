@@ -203,6 +203,16 @@ def test_mixed_is_rewritten():
     assert decide_skill(not_significant)[0].id != "S201"
 
 
+def test_mixed_is_silent_where_harm_grows_with_depth():
+    """Issue 52 F8: under a library-wide harm that grows with depth (L001) the flips of deep
+    retrievals are the depth verdict's, so S201 does not rewrite the skills that happen to sit in
+    them; under a skill-specific verdict the same counts are S201."""
+    deep = _library("library-wide", "harm", depth_slope_ci=(-0.04, -0.01))
+    ctx = _skill(_row(), mixed_counts={"s": (60, 9, 8)}, q_mixed={"s": 0.01}, lib=deep)
+    assert decide_skill(ctx)[0].id != "S201"
+    assert decide_skill(CASES["S201"]())[0].id == "S201"
+
+
 def test_reliably_helpful_is_kept():
     """S301: net +25 with q 0.001 -> keep."""
     rule, reason, _ = decide_skill(CASES["S301"]())
