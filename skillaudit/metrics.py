@@ -346,6 +346,18 @@ def both_ways_of(runs: PairedRuns) -> dict[str, Any] | None:
             "cond_c": int(((runs.flip < 0) & cond).sum())}
 
 
+def both_ways_words(w: dict[str, Any]) -> str:
+    """The rates behind a both-ways verdict (`stats.ExcessFlips.to_dict`) in words, with the test
+    that produced them; the audit's sentence, L003 and S202 all say it this way."""
+    def p(x: float) -> str:
+        return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+    return (f"rescue {w['rescue_rate'] * 100:.0f}% of the runs that fail without skills and harm "
+            f"{w['harm_rate'] * 100:.0f}% of those that pass, against {w['ref_rescue_rate'] * 100:.0f}% and "
+            f"{w['ref_harm_rate'] * 100:.0f}% on {w['comparator']} ({w['test']}: p {p(w['p_rescue'])} and "
+            f"{p(w['p_harm'])}; an association)")
+
+
 def works_both_ways(g: dict[str, Any], alpha: float = 0.05) -> bool:
     """A metrics group (`to_dict`) whose retrieving pairs flip both ways more than its comparator:
     each direction's test p <= alpha, with at least MIN_BOTH_WAYS_FLIPS rescues and harms."""

@@ -34,7 +34,7 @@ from scipy import special as _sp
 
 from .attribution import AttributionResult, SkillAttribution, indicator
 from .library_effect import HETEROGENEITY_ALPHA, LibraryEffect
-from .metrics import both_ways_of, works_both_ways
+from .metrics import both_ways_of, both_ways_words, works_both_ways
 from .runs import PairedRuns
 from .stats import bh_qvalues, design_effect
 from .stats import ci_text as _fmt_ci
@@ -42,6 +42,10 @@ from .stats import pp_text as _fmt_pp
 
 ACTIONS = ("prune", "rewrite", "merge", "keep", "needs-data", "unused")
 LIBRARY_ACTIONS = ("gate-retrieval", "reduce-depth", "verify")
+
+
+#: retrieval depths the mixed rule tells apart (1, 2, 3, and 4 or more skills)
+_DEPTHS = 4
 
 
 @dataclass(frozen=True)
@@ -289,8 +293,6 @@ class Population:
         skill's p is the larger of the two (both must reject: an intersection-union test), BH across
         skills. `mixed_rates` keeps (its rescue rate, its harm rate, the others' two) for the reason.
         """
-        from .stats import fisher_greater
-
         rows = self.rows
         flagged = np.array([1.0 if (s in rows and (self.harmful(rows[s]) or self.helpful(rows[s]))) else 0.0
                             for s in self.attribution.skill_ids])
@@ -305,6 +307,12 @@ class Population:
         cols = np.column_stack([clean, clean & (f > 0), clean & (f < 0), *ev]).astype(np.float64)
         mc = np.rint(np.asarray(X.T @ cols)).astype(np.int64)  # skills(in runs) x [n, b, c, nf, r, np, h]
         tot = cols.sum(axis=0)
+        # the same four counts per retrieval depth (1, 2, 3, 4+ skills): the others' rates are taken
+        # at the skill's own depths, since deep retrievals flip more (issue 52 F8)
+        depth = np.minimum(np.diff(X.indptr), _DEPTHS)
+        by_depth = np.column_stack([e & (depth == d) for d in range(1, _DEPTHS + 1) for e in ev]).astype(np.float64)
+        md = np.rint(np.asarray(X.T @ by_depth)).astype(np.int64).reshape(-1, _DEPTHS, 4)
+        td = by_depth.sum(axis=0).reshape(_DEPTHS, 4)
 
         def dispersion(trials: np.ndarray, events: np.ndarray) -> float:
             n_u = np.bincount(units, weights=trials.astype(float))
@@ -327,8 +335,16 @@ class Population:
             if not (nf and npass and of and op):
                 p_mixed.append((sid, 1.0))
                 continue
-            p_r = fisher_greater(round(r / phi_r), round(nf / phi_r), round(orr / phi_r), round(of / phi_r))
-            p_h = fisher_greater(round(h / phi_h), round(npass / phi_h), round(oh / phi_h), round(op / phi_h))
+            # the others' rescue (harm) rate at each of the skill's depths, weighted by its pairs there
+            rest = td - md[j]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r_rate = np.where(rest[:, 0] > 0, (rest[:, 1] + 0.5) / (rest[:, 0] + 1.0), orr / of)
+                h_rate = np.where(rest[:, 2] > 0, (rest[:, 3] + 0.5) / (rest[:, 2] + 1.0), oh / op)
+            base_r = float(md[j, :, 0] @ r_rate) / nf
+            base_h = float(md[j, :, 2] @ h_rate) / npass
+            self.mixed_rates[sid] = (r / nf, h / npass, base_r, base_h)
+            p_r = binom_upper_tail(r / phi_r, nf / phi_r, base_r)
+            p_h = binom_upper_tail(h / phi_h, npass / phi_h, base_h)
             p_mixed.append((sid, max(p_r, p_h)))
         q = dict(zip([s for s, _ in p_mixed],
                      (float(v) for v in bh_qvalues(np.array([p for _, p in p_mixed], dtype=float))), strict=True))
@@ -716,7 +732,7 @@ def _mixed(c: SkillContext) -> str:
     rates = c.pop.mixed_rates.get(c.sid)
     both = (f": it rescues {rates[0] * 100:.0f}% of its runs that fail without skills and harms "
             f"{rates[1] * 100:.0f}% of those that pass, against {rates[2] * 100:.0f}% and {rates[3] * 100:.0f}% "
-            "where other skills were retrieved" if rates else ", more both ways than other retrieving pairs")
+            "where other skills were retrieved at the same depths" if rates else ", more both ways than other retrieving pairs")
     return (f"{b_j} rescues and {c_j} harms where it was retrieved{both} (q {_fmt_q(c.pop.q_mixed[c.sid])}; an "
             "association): see which tasks it helped and which it hurt, then narrow its trigger or rewrite it")
 
@@ -811,14 +827,6 @@ def _sign_differs(c: ModelsContext) -> str:
     return (f"associated with harm on {hurt} ({_fmt_pp(h.coef)}{_fmt_ci(h.coef_ci)}) and with help on "
             f"{helped} ({_fmt_pp(g.coef)}{_fmt_ci(g.coef_ci)}): gate it per model "
             f"(retrieve it for {helped} only) or rewrite it for {hurt}")
-
-
-def both_ways_words(w: dict[str, Any]) -> str:
-    """The rates behind a both-ways verdict (`stats.ExcessFlips.to_dict`), in words."""
-    return (f"rescue {w['rescue_rate'] * 100:.0f}% of the runs that fail without skills and harm "
-            f"{w['harm_rate'] * 100:.0f}% of those that pass, against {w['ref_rescue_rate'] * 100:.0f}% and "
-            f"{w['ref_harm_rate'] * 100:.0f}% on {w['comparator']} (p {_fmt_q(w['p_rescue'])} and "
-            f"{_fmt_q(w['p_harm'])}; an association)")
 
 
 def _both_ways_library(e: LibraryEffect) -> str:
@@ -939,8 +947,9 @@ RULES: tuple[Rule, ...] = (
     Rule("S201", "mixed", "rewrite",
          f"b and c both ≥ mixed_min ({_R.mixed_min}), the smaller ≥ mixed_ratio ({_R.mixed_ratio:.2f}) of "
          "the flips, and both more rescues among its runs that fail without skills and more harms among "
-         "those that pass than the other retrieving pairs where no harmful or helpful skill was retrieved "
-         "(one-sided Fisher exact per direction over tasks, Rao-Scott, the larger p, BH q ≤ q_max); silent "
+         "those that pass than the other retrieving pairs where no harmful or helpful skill was retrieved, "
+         "at the same retrieval depths (exact one-sided binomial per direction against the others' rate "
+         "at its depths, counts over tasks (Rao-Scott), the larger p, BH q ≤ q_max); silent "
          "where the model's harm is library-wide and grows with depth (L001 explains the flips).",
          "works both ways, more than the others",
          lambda c: c.mixed, _mixed, ("discordance_q", *_COUNTS),

@@ -166,8 +166,8 @@ def test_skills_that_help_some_tasks_and_hurt_others_are_called_both_ways(tmp_pa
     head = json.loads((tmp_path / "rep" / "audit.json").read_text())["headline"]
     text = head["per_model"][0]["text"]
     assert text.startswith("skills work both ways where they are used: they rescue 36% of the runs that fail "
-                           "without skills and harm 35% of those that pass, against 16% and 22% flips on "
-                           "pairs that retrieved no skill"), text
+                           "without skills and harm 35% of those that pass, against 16% and 22% on "
+                           "pairs that retrieved no skill (one-sided Fisher exact"), text
     sim = simulate(n_tasks=40, n_skills=20, n_harmful=0, n_helpful=0, seed=1)
     _, lib = sim.write(tmp_path / "lib")
     res = _invoke(["prune", str(runs), "--skills", str(lib), "--bootstrap", "200", "--embedder", "none"])

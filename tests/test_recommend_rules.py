@@ -292,9 +292,9 @@ def test_skills_that_work_both_ways_are_said_so_at_both_levels():
     assert (rule.id, rule.action) == ("L003", "gate-retrieval")
     assert rule.reason(e) == ("skills work both ways: on m skills rescue 36% of the runs that fail without "
                               "skills and harm 35% of those that pass, against 16% and 22% on pairs that "
-                              "retrieved no skill (p <0.001 and 0.007; an association); retrieve them only "
-                              "where they help: split the tasks by what they need (benchmark, task "
-                              "features) or rewrite the skills' triggers")
+                              "retrieved no skill (one-sided Fisher: p <0.001 and 0.007; an association); "
+                              "retrieve them only where they help: split the tasks by what they need "
+                              "(benchmark, task features) or rewrite the skills' triggers")
     few = replace(e, both_ways={**_BOTH, "cond_c": 4})
     assert first_rule("library", few) is None
     rule, reason, _ = decide_skill(_skill(_row(n_retrieved=12, n_tasks=12, b=3, c=4, net=-1), both=_BOTH["both_ways"]))

@@ -251,15 +251,9 @@ def offered_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str
 def both_ways_sentence(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> str | None:
     """The rescue and harm rates of the retrieving pairs against their comparator's, when both are
     higher (`metrics.works_both_ways`); else None."""
-    from ..metrics import works_both_ways
+    from ..metrics import both_ways_words, works_both_ways
 
-    if not works_both_ways(g, alpha):
-        return None
-    w = g["both_ways"]
-    return (f"they rescue {w['rescue_rate'] * 100:.0f}% of the runs that fail without skills and harm "
-            f"{w['harm_rate'] * 100:.0f}% of those that pass, against {w['ref_rescue_rate'] * 100:.0f}% and "
-            f"{w['ref_harm_rate'] * 100:.0f}% flips on {w['comparator']} ({w['test']}: p {_p(w['p_rescue'])} "
-            f"and {_p(w['p_harm'])}; an association)")
+    return f"they {both_ways_words(g['both_ways'])}" if works_both_ways(g, alpha) else None
 
 
 def model_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str, Any]:
