@@ -62,6 +62,8 @@ class Inputs:
     arm_lines: tuple[tuple[str, bytes], ...] | None = ()  # (file:line, line); None: not collected
     # (model, benchmark, task_id, epoch) of an enabled main record -> (skills offered, log cut?)
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = field(default_factory=dict)
+    # keys of `offered` whose list is only what the run used (the importer saw no offered list)
+    offered_unknown: frozenset[tuple[str, str, str, int]] = frozenset()
     # arm integrity (skillaudit.integrity): disabled main records that used skills (leaks) and enabled
     # ones offered nothing (broken arms), as (kind, key, skills, trial name or file:line)
     arm_issues: tuple[tuple[str, tuple[str, str, str, int], tuple[str, ...], str], ...] = ()
@@ -150,12 +152,14 @@ def load_inputs(
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
     issues: list[tuple[str, tuple[str, str, str, int], tuple[str, ...], str]] = []
     seen_digests: dict[str, set[str]] = {}
+    unknown: set[tuple[str, str, str, int]] = set()
     for p in parts:
         for sid, hashes in p.seen.items():
             seen.setdefault(sid, set()).update(hashes)
         for sid, ds in p.digests_seen.items():
             seen_digests.setdefault(sid, set()).update(ds)
         offered.update(p.offered)
+        unknown.update(p.offered_unknown)
         issues.extend(p.issues)
 
     def name(ix: int) -> str:
@@ -164,7 +168,7 @@ def load_inputs(
     return Inputs(
         paths=tuple(paths), runs=runs, library=library, seen_hashes=seen, seen_digests=seen_digests,
         digests={paths[ix]: d for p in parts for ix, d in p.digests.items()},
-        cost_table=table, offered=offered,
+        cost_table=table, offered=offered, offered_unknown=frozenset(unknown),
         arm_issues=tuple(sorted({(k, key, sk, _where(label, name)) for k, key, sk, label in issues})),
         arm_lines=tuple((f"{name(ix)}:{ln}", line) for p in parts for ix, ln, line in p.arm_lines)
         if arms else None,
@@ -334,15 +338,19 @@ def _label(meta: dict[str, Any], where: str) -> str:
 
 
 def _add_offered(line: bytes, into: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]],
-                 issues: list[Issue], where: str) -> None:
+                 issues: list[Issue], where: str, unknown: set[tuple[str, str, str, int]] | None = None) -> None:
     """An enabled main record's `offered` skills and whether its log was cut; an explicitly empty
-    list (the importer knew nothing was injected) is a broken arm."""
+    list (the importer knew nothing was injected) is a broken arm. A record whose importer could not
+    tell what was offered (`meta.offered_from: "unknown"`: its list is only what it used) goes into
+    `unknown`: reach makes no "of n" of it."""
     got = _main_record(line, ENABLED)
     if got is None or not isinstance(got[0].get("offered"), list):
         return
     rec, key, meta = got
     offered = tuple(dict.fromkeys(x for x in rec["offered"] if isinstance(x, str) and x))
     into[key] = (offered, meta.get("trajectory_cut") is True)
+    if unknown is not None and meta.get("offered_from") == "unknown":
+        unknown.add(key)
     if not offered and rec.get("use_logged") is not False:
         issues.append(("broken", key, (), _label(meta, where)))
 
@@ -372,6 +380,7 @@ class _Extra:
         self.digests: dict[int, str] = {}  # file index -> sha256 hex
         self._hashing: _Hashing | None = None
         self.offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
+        self.offered_unknown: set[tuple[str, str, str, int]] = set()  # offered list = what was used
         self.issues: list[tuple[str, tuple[str, str, str, int], tuple[str, ...], str]] = []
         self.digests_seen: dict[str, set[str]] = {}
 
@@ -416,7 +425,7 @@ class _Extra:
             _add_costs(buf if n == len(buf) else buf[:n], self.cost)
         if offered or integrity:  # the skills each run was offered: reach, prune, broken arms
             for ln, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):
-                _add_offered(line, self.offered, self.issues, f"\0{file_ix}:{ln}")
+                _add_offered(line, self.offered, self.issues, f"\0{file_ix}:{ln}", self.offered_unknown)
         if integrity:  # two regex scans of the block: only the audit and `check` ask for them
             for ln, line in _leak_lines(buf, n, lineno):
                 _add_leak(line, self.issues, f"\0{file_ix}:{ln}")

@@ -95,14 +95,25 @@ class Library:
 OFFERED_SOURCE = "the skills the runs say were offered"
 
 
-def offered_library(offered: Any) -> Library | None:
+#: ... when no run logged what it was offered (each lists only what it used)
+USED_SOURCE = "the skills the runs used (no run logged what it was offered)"
+#: ... when some did and some did not
+MIXED_SOURCE = "the skills the runs say were offered, and those used where no offered list was logged"
+
+
+def offered_library(offered: Any, unlisted: Any = frozenset()) -> Library | None:
     """A library of the skill ids the runs' enabled records list as offered (`Inputs.offered`),
     with no texts; None when no record lists any. It stands for `--skills` where none was given:
-    per-skill verdicts, "unused" and "use not logged" need the ids, not the texts."""
+    per-skill verdicts, "unused" and "use not logged" need the ids, not the texts. `unlisted` are
+    the records whose list is only what they used (`Inputs.offered_unknown`); the library's
+    `source` says which it is, so no sentence calls used skills "offered"."""
     ids = sorted({sid for skills, _ in offered.values() for sid in skills})
     if not ids:
         return None
-    return Library(tuple(Skill(id=i, name=i, description="", body="") for i in ids), source=OFFERED_SOURCE)
+    keys = set(offered)
+    source = (OFFERED_SOURCE if not keys & set(unlisted) else USED_SOURCE if keys <= set(unlisted)
+              else MIXED_SOURCE)
+    return Library(tuple(Skill(id=i, name=i, description="", body="") for i in ids), source=source)
 
 
 def split_front_matter(text: str) -> tuple[str | None, str, int]:

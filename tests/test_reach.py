@@ -80,7 +80,7 @@ def test_prune_without_skills_judges_the_offered_ones_and_unused_only_where_logg
     assert action["shared"][0] != "unused" and len(action) == 11
     text = CliRunner().invoke(cli, ["prune", str(log)])
     assert text.exit_code == 0
-    assert "warning: no --skills: judging the 11 skills the runs say were offered" in text.output
+    assert "warning: no --skills: judging the skills the runs say were offered (11;" in text.output
     assert "1 with-skills log(s) end before the agent finished (cut)" in text.output
     res = CliRunner().invoke(cli, ["prune", str(_log(tmp_path / "r6.jsonl")), "--json"])
     action = {r["skill_id"]: r["action"] for r in json.loads(res.stdout)["recommendations"] if r.get("skill_id")}
@@ -145,3 +145,34 @@ def test_offered_only_runs_judge_no_skill_without_a_library(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "rep" / "audit.json").read_text())
     assert not [r for r in doc["recommendations"]["recommendations"] if r.get("skill_id")]
+
+
+def test_reach_makes_no_of_n_from_lists_that_are_only_use(tmp_path):
+    """Issue 53: runs whose importer saw no offered list (meta.offered_from "unknown": "offered" is
+    only what they used) give "used k skills ...; the offered list was not logged", never "opened k of
+    k offered"; mixed with runs that did list it, they are left out of the "of n" and said so; prune
+    without --skills calls them the skills the runs used."""
+    lines = []
+    for t, used in enumerate((["a"], ["a", "b"], ["c"])):
+        common = {"task_id": f"t{t}", "model": "m"}
+        lines.append({**common, "condition": "enabled", "correct": True, "offered": used,
+                      "meta": {"offered_from": "unknown"},
+                      "retrievals": [{"query": None, "skills": used, "error": None}]})
+        lines.append({**common, "condition": "disabled", "correct": False})
+    log = tmp_path / "u.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    inputs = load_inputs([str(log)], offered=True)
+    [r] = skill_reach(inputs.runs, inputs.offered, inputs.offered_unknown)
+    assert r.sentence() == ("used 3 skills on 3 tasks; the offered list was not logged (no agent log, lock.json, "
+                            "config or --offered lists it), so there is no 'of n'")
+    lines.append({"task_id": "t9", "model": "m", "condition": "enabled", "correct": False, "offered": ["a", "d", "e"],
+                  "retrievals": [{"query": None, "skills": ["d"], "error": None}]})
+    lines.append({"task_id": "t9", "model": "m", "condition": "disabled", "correct": False})
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    inputs = load_inputs([str(log)], offered=True)
+    [r] = skill_reach(inputs.runs, inputs.offered, inputs.offered_unknown)
+    assert r.sentence() == ("opened 1 of 3 offered skills (1 task offered skills, 1 used any); 3 more runs did "
+                            "not log what they were offered (left out)")
+    res = CliRunner().invoke(cli, ["prune", str(log)])
+    assert res.exit_code == 0 and ("judging the skills the runs say were offered, and those used where no "
+                                   "offered list was logged (5;") in res.output

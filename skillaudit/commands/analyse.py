@@ -266,11 +266,11 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
         if inputs.runs.n_pairs and inputs.runs.use_unlogged.all():
             raise CommandError("--skills is required: these runs say which skills were offered, not which were "
                                "used, so no skill can be judged (skillaudit audit reports the effect of offering)")
-        lib = offered_library(inputs.offered)
+        lib = offered_library(inputs.offered, inputs.offered_unknown)
         if lib is None:
             raise CommandError("--skills is required: these runs do not list the skills they were offered")
-        warn(f"no --skills: judging the {len(lib)} skills the runs say were offered (their texts are not "
-             "in the runs: no near-duplicate merges)")
+        warn(f"no --skills: judging {lib.source} ({len(lib)}; their texts are not in the runs: no "
+             "near-duplicate merges)")
         inputs = dataclasses.replace(inputs, library=lib)
     paired = inputs.runs.select(model, benchmark)
     if paired.n_pairs == 0:

@@ -842,11 +842,11 @@ def build_audit(
     if library is None and not runs.use_unlogged.all():  # offered-only runs judge no skill (the bundles do)
         from ..library import offered_library
 
-        judged = offered_library(offered)
+        judged = offered_library(offered, inputs.offered_unknown if inputs is not None else frozenset())
         if judged is not None:
-            notes.append(f"No skill library was given (--skills): the {len(judged)} skills the runs say were "
-                         "offered stand for it in the per-skill verdicts (their texts are not in the runs: no "
-                         "clusters or near-duplicates).")
+            notes.append(f"No skill library was given (--skills): {judged.source} ({len(judged)}) stand for it "
+                         "in the per-skill verdicts (their texts are not in the runs: no clusters or "
+                         "near-duplicates).")
     attr = attribute_models(runs, library=judged, scheme=attribution, regression=reg_boot > 0,
                             n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms, jobs=jobs)
     if edited is None and library is not None:
@@ -910,7 +910,8 @@ def build_audit(
     verify_doc = _verify_section(runs, arms, n_boot, seed, say)
     from ..reach import skill_reach
 
-    reach_doc = [r.to_dict() for r in skill_reach(runs, inputs.offered if inputs is not None else {})]
+    reach_doc = [r.to_dict() for r in skill_reach(runs, inputs.offered if inputs is not None else {},
+                                                  inputs.offered_unknown if inputs is not None else frozenset())]
     from ..integrity import arm_integrity
 
     integrity_doc = arm_integrity(inputs).to_dict() if inputs is not None else None
