@@ -231,3 +231,20 @@ def test_claude_code_reads_skill_md_reads_and_dedupes_offers(tmp_path):
     t = read_claude_code(str(p))
     # a used skill is always offered (c was used, so it was there to use)
     assert t.offered == ("a", "b", "c") and t.used == ("b", "c") and t.problem is None
+
+
+def test_a_trial_folder_without_result_json_is_named_not_silent(tmp_path):
+    """Issue 53: a without-skills trial folder with config.json and an agent log but no result.json
+    is named in the import note (passed over, no outcome) with what it costs: the leak check was not
+    possible for it; the trials with a result still pair."""
+    job = tmp_path / "noskills-job"
+    shutil.copytree(CC / "main-without-skills-pass2", job)
+    gap = job / "offer-letter-generator__gap"
+    (gap / "agent").mkdir(parents=True)
+    (gap / "config.json").write_text(json.dumps({"task": {"path": "offer-letter-generator"}}))
+    (gap / "agent" / "claude-code.txt").write_text('{"type":"system","subtype":"init","skills":[]}\n')
+    _, report = import_harbor(enabled=[str(CC / "main-with-skills-pass2")], disabled=[str(job)])
+    assert report.pairs == 2
+    [note] = [n for n in report.notes if "no result.json" in n]
+    assert "noskills-job/offer-letter-generator__gap" in note
+    assert note.endswith("the leak check was not possible for 1 without-skills trial(s)")
