@@ -245,6 +245,27 @@ def test_codex_exec_json_scripted_trace(tmp_path):
     assert read_codex(str(p)).problem is not None
 
 
+def test_codex_mcp_reads_of_skill_files_count_only_when_they_succeed(tmp_path):
+    """Issue 53: a completed `read_mcp_resource` whose uri names a skill's SKILL.md is a read and an
+    opening (rule "mcp read"); the same call failed (status failed, an error: the real
+    invoice-fraud-detection trial's three reads) is not."""
+    from skillaudit.importers.trajectories.codex import read_codex
+
+    def mcp(i, skill, ok):
+        item = {"id": f"i{i}", "type": "mcp_tool_call", "server": "local", "tool": "read_mcp_resource",
+                "arguments": {"server": "local", "uri": f"file:/root/.codex/skills/{skill}/SKILL.md"},
+                "result": {"contents": [{"text": "---"}]} if ok else None,
+                "error": None if ok else {"message": "resources/read failed: unknown MCP server 'local'"},
+                "status": "completed" if ok else "failed"}
+        return {"type": "item.completed", "item": item}
+
+    events = [{"type": "thread.started"}, mcp(1, "pdf", False), mcp(2, "xlsx", True), {"type": "turn.completed"}]
+    p = tmp_path / "codex.txt"
+    p.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    t = read_codex(str(p))
+    assert dict(t.rules) == {"xlsx": "mcp read"} and t.opened == ("xlsx",)
+
+
 def test_openhands_scripted_trace(tmp_path):
     """An OpenHands saved trajectory written to the documented schema: `run` of a skill script, a
     `read` and an `edit` view are use; `write` and `edit` create are not; finish closes the run."""

@@ -3,7 +3,9 @@
 `item.completed` events carry an `item` whose `type` (older releases: `item_type`) says what it
 is: a `command_execution` (`command`, often `bash -lc '...'`) goes through the shared shell rules
 (reads and runs of a skill's files); an `mcp_tool_call` (`tool`, `arguments`) through the tool
-rules; a `file_change` (a write) is never a use. A `turn.completed` or `turn.failed` line closes
+rules, and a completed one whose arguments name a skill's file (`read_mcp_resource` of
+`file:/root/.codex/skills/pdf/SKILL.md`) is a read ("mcp read"; a failed one read nothing); a
+`file_change` (a write) is never a use. A `turn.completed` or `turn.failed` line closes
 the run: without one the log was cut. Codex's events do not list the skills offered.
 
 Tested on a scripted trace written to the documented schema (no public real log with skill use
@@ -15,10 +17,25 @@ from __future__ import annotations
 import orjson
 
 from ...errors import InputError
-from ._rules import Uses
+from ._rules import Uses, skill_files
 from .base import Trajectory, log_lines
 
 FORMAT = "Codex exec --json"
+
+
+def _mcp_read(uses: Uses, item: dict) -> None:
+    """A completed MCP call (`read_mcp_resource` and the like) whose arguments name a file under a
+    skill's folder (`uri: file:/root/.codex/skills/pdf/SKILL.md`) read that file: use (rule
+    "mcp read"). A failed call (`status: failed` or an `error`) read nothing."""
+    if item.get("status") == "failed" or item.get("error"):
+        return
+    args = item.get("arguments")
+    if not isinstance(args, dict):
+        return
+    for v in args.values():
+        if isinstance(v, str) and ("skills/" in v or "skill/" in v):
+            for skill, path in skill_files(v.removeprefix("file://").removeprefix("file:")):
+                uses.use(skill, "mcp read", path)
 
 
 def read_codex(path: str) -> Trajectory:
@@ -52,6 +69,7 @@ def read_codex(path: str) -> Trajectory:
             uses.command(item["command"])
         elif itype == "mcp_tool_call":
             uses.tool_call(item.get("tool"), item.get("arguments"))
+            _mcp_read(uses, item)
     if events == 0:
         return Trajectory(source=path, problem=f"{path}: no Codex exec --json events found")
     return Trajectory.of(uses, path, FORMAT, complete=done)
