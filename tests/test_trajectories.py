@@ -291,3 +291,22 @@ def test_openhands_scripted_trace(tmp_path):
     (trial / "agent").mkdir(parents=True)
     (trial / "agent" / "openhands.trajectory.json").write_text(json.dumps(events))
     assert read_trial(str(trial)).format == "OpenHands trajectory"
+
+
+def test_a_script_that_imports_a_skills_code_and_runs_uses_the_skill():
+    """Issue 53: a heredoc fed to python that puts a skill's scripts folder on sys.path (the real
+    3d-scan-calc Codex trial's shape) or runs under PYTHONPATH=<skill folder> uses that skill (rule
+    "imported"); the same script written with cat > file is not run, so not use."""
+    from skillaudit.importers.trajectories._rules import Uses
+
+    cases = [
+        ("/bin/bash -lc \"python - <<'PY'\nimport sys, json\nsys.path.append('/root/.codex/skills/mesh-analysis/scripts')"
+         "\nfrom mesh_tool import MeshAnalyzer\nPY\"", {"mesh-analysis": "imported"}),
+        ("PYTHONPATH=/root/.claude/skills/pdf python3 - <<EOF\nimport fill\nEOF", {"pdf": "imported"}),
+        ("python3 - <<EOF\nimport sys; sys.path.insert(0, \"/root/.claude/skills/pdf\")\nEOF", {"pdf": "imported"}),
+        ("cat > run.py <<'EOF'\nimport sys\nsys.path.append('/root/.codex/skills/mesh-analysis/scripts')\nEOF", {}),
+    ]
+    for cmd, want in cases:
+        u = Uses()
+        u.command(cmd)
+        assert dict(u.rules) == want, cmd

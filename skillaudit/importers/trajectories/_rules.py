@@ -120,6 +120,11 @@ class Uses:
         text = text[:MAX_COMMAND]
         if "skills/" not in text and "skill/" not in text:
             return
+        for body in _run_heredocs(text):  # a script fed to a runner that imports a skill's code runs it
+            for m in _IMPORT_PATH.finditer(body):
+                folder = (m.group(1) or m.group(2)).rstrip("/")
+                for skill, path in skill_files(folder + "/__init__.py"):  # the folder, as a file in it
+                    self.use(skill, "imported", path.rsplit("/", 1)[0])
         for segment in _SEGMENTS.split(_strip_heredocs(text)):
             self._segment(segment)
 
@@ -161,6 +166,41 @@ def _runs_directly(word: str) -> bool:
 
 
 _HEREDOC_START = re.compile(r"<<-?[ \t]*['\"]?([A-Za-z_]\w*)['\"]?")
+
+
+#: a script putting a folder on its import path: sys.path.append/insert('...') or PYTHONPATH=...
+_IMPORT_PATH = re.compile(r"""sys\.path\.(?:append|insert)\([^()'"]{0,20}['"]([^'"\n]{1,300})['"]\s*\)"""
+                          r"""|PYTHONPATH=['"]?([^'"\s:]{1,300})""")
+
+
+def _run_heredocs(text: str) -> list[str]:
+    """The bodies of the here-documents fed to a runner (`python - <<'PY'`, `bash <<EOF`): scripts
+    that run (with a PYTHONPATH=... set before the runner in front). Those fed to `cat > file` and
+    the like are written, not run. Linear, like `_strip_heredocs`."""
+    if "<<" not in text:
+        return []
+    out, pos = [], 0
+    while True:
+        m = _HEREDOC_START.search(text, pos)
+        if m is None:
+            return out
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        head = text[line_start:m.start()].replace('"', " ").replace("'", " ").split()
+        env = []  # PYTHONPATH=... before the runner puts a folder on its import path too
+        while head and ("=" in head[0] or head[0] in ("sudo", "env", "timeout", "time", "-lc", "-c")):
+            env += [head[0]] if head[0].startswith("PYTHONPATH=") else []
+            head = head[1:]
+        runs = bool(head) and head[0].rsplit("/", 1)[-1] in RUNNERS
+        line_end = text.find("\n", m.end())
+        if line_end < 0:
+            return out
+        end = text.find("\n" + m.group(1), line_end)
+        body = text[line_end:end if end >= 0 else len(text)]
+        if runs:
+            out.append(" ".join(env) + body)
+        if end < 0:
+            return out
+        pos = end + 1 + len(m.group(1))
 
 
 def _strip_heredocs(text: str) -> str:
