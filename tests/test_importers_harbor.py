@@ -237,14 +237,14 @@ def test_a_trial_folder_without_result_json_is_named_not_silent(tmp_path):
     """Issue 53: a without-skills trial folder with config.json and an agent log but no result.json
     is named in the import note (passed over, no outcome) with what it costs: the leak check was not
     possible for it; the trials with a result still pair."""
-    job = tmp_path / "noskills-job"
-    shutil.copytree(CC / "main-without-skills-pass2", job)
-    gap = job / "offer-letter-generator__gap"
+    _trial(tmp_path / "with-skills" / "t1__a")
+    _trial(tmp_path / "noskills" / "t1__b")
+    gap = tmp_path / "noskills" / "t2__gap"
     (gap / "agent").mkdir(parents=True)
-    (gap / "config.json").write_text(json.dumps({"task": {"path": "offer-letter-generator"}}))
-    (gap / "agent" / "claude-code.txt").write_text('{"type":"system","subtype":"init","skills":[]}\n')
-    _, report = import_harbor(enabled=[str(CC / "main-with-skills-pass2")], disabled=[str(job)])
-    assert report.pairs == 2
+    (gap / "config.json").write_text(json.dumps({"task": {"path": "t2"}}))
+    (gap / "agent" / "codex.txt").write_text('{"type":"thread.started"}\n')
+    _, report = import_harbor(enabled=[str(tmp_path / "with-skills")], disabled=[str(tmp_path / "noskills")])
+    assert report.pairs == 1
     [note] = [n for n in report.notes if "no result.json" in n]
-    assert "noskills-job/offer-letter-generator__gap" in note
+    assert "noskills/t2__gap" in note
     assert note.endswith("the leak check was not possible for 1 without-skills trial(s)")
