@@ -248,3 +248,24 @@ def test_a_trial_folder_without_result_json_is_named_not_silent(tmp_path):
     [note] = [n for n in report.notes if "no result.json" in n]
     assert "noskills/t2__gap" in note
     assert note.endswith("the leak check was not possible for 1 without-skills trial(s)")
+
+
+def test_a_without_skills_log_no_reader_can_read_is_named():
+    """Issue 53: a without-skills trial whose agent log no reader can parse (a Gemini CLI session
+    without sessionId, here an unknown file) is named in the note: its leak check was not possible;
+    one with no log at all is not (it never needs one)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        _trial(root / "with-skills" / "t1__a")
+        off = _trial(root / "noskills" / "t1__b")
+        (off / "agent").mkdir()
+        (off / "agent" / "gemini-cli.trajectory.json").write_text('{"messages": []}')
+        _, report = import_harbor(enabled=[str(root / "with-skills")], disabled=[str(root / "noskills")])
+        [note] = [n for n in report.notes if "leak check was not possible" in n]
+        assert "1 without-skills trial(s) whose agent log skillaudit cannot read: t1__b (" in note
+        (off / "agent" / "gemini-cli.trajectory.json").unlink()
+        (off / "agent").rmdir()
+        _, report = import_harbor(enabled=[str(root / "with-skills")], disabled=[str(root / "noskills")])
+        assert not [n for n in report.notes if "leak check was not possible" in n]

@@ -108,6 +108,10 @@ def _job_trials(d: dict[str, Any]) -> set[str]:
     return names
 
 
+#: `read_trial`'s problems that mean "no log at all" (a without-skills trial never needs one)
+_NO_LOG = ("no agent/ trajectory", "a flattened result file: no trial folder, no trajectory")
+
+
 def _collect(arg: str, side: str | None, how: str, trials: list[_Trial], jobs: list[tuple[str, dict]],
              skipped: list[str] | None = None, passed_over: list[tuple[str, str | None]] | None = None) -> None:
     """Every trial result under `arg` (a job folder, trial folder, folder of result files, or file).
@@ -350,6 +354,7 @@ def import_harbor(
     rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
     decided: dict[str, int] = {}
     no_traj: list[str] = []
+    unread_off: list[str] = []  # without-skills trials whose agent log no reader could read
     used_any = 0
     rewarded_exc = 0
     cut: list[str] = []
@@ -416,6 +421,8 @@ def import_harbor(
                 offered, source = _offered(None, t, offered_dir, _lock_skills(t.folder))
                 if offered:
                     rec["offered"], meta["offered_from"] = offered, source
+            elif traj.problem not in _NO_LOG:  # it has a log no reader could read: no leak check
+                unread_off.append(f"{tname} ({traj.problem})")
         rec["meta"] = meta
         valid.setdefault((m, task, side), []).append((rec, where, tname, _started(t.data)))
     surplus: list[str] = []
@@ -445,6 +452,9 @@ def import_harbor(
         if missing:
             pairer.note(f"{path}: the job lists {len(listed)} trial(s); {len(missing)} are not on disk and are "
                         f"left out, not invented (first: {', '.join(missing[:3])})")
+    if unread_off:
+        pairer.note(f"the leak check was not possible for {len(unread_off)} without-skills trial(s) whose agent "
+                    "log skillaudit cannot read: " + named(unread_off, sep="; "))
     if no_traj:
         pairer.note(f"{len(no_traj)} with-skills trial(s) without a readable trajectory (skill use not logged): "
                     + named(no_traj, sep="; "))
