@@ -18,6 +18,7 @@ from .stats import (
     paired_bootstrap_ci,
     paired_score,
     paired_test,
+    task_level_counts,
     wilson_interval,
 )
 
@@ -220,14 +221,19 @@ def group_metrics(
     b, c = int(rescue.sum()), int(harm.sum())
     b_r, c_r = int((rescue & runs.retrieved).sum()), int((harm & runs.retrieved).sum())
     mcnemar_pairs = float(mcnemar_exact(b_r, c_r))  # the pooled pairs' test, epochs counted as tasks
-    units_all = runs.unit_ids()
-    several = units_all.size > 0 and np.unique(units_all).size < units_all.size
-    if several:  # counts of the tasks' summed flips: no pairing of epochs or trials can change them
-        b, c = task_level_counts(units_all, runs.flip)
-        b_r, c_r = task_level_counts(units_all[runs.retrieved], runs.flip[runs.retrieved])
+    units = runs.unit_ids()
+    per_task = np.bincount(units) if units.size else np.zeros(0, dtype=np.int64)
+    max_per_task = int(per_task.max()) if per_task.size else 0
+    skipped = ~runs.retrieved & ~runs.use_unlogged
+    # with several pairs per task, counts of the tasks' summed flips: no pairing of epochs or
+    # trials can change them (pair counts otherwise, which equal them)
+    skip_b, skip_c = int((rescue & skipped).sum()), int((harm & skipped).sum())
+    if max_per_task > 1:
+        b, c = task_level_counts(units, runs.flip)
+        b_r, c_r = task_level_counts(units[runs.retrieved], runs.flip[runs.retrieved])
+        skip_b, skip_c = task_level_counts(units[skipped], runs.flip[skipped])
     point = _statistics(tot[None, :])[0]
     oae, rae, dskip, lift, gap, _ = (_num(v) for v in point)
-    units = runs.unit_ids()
     in_cond = runs.retrieved
     cond_units = units[in_cond]
     n_cond_tasks = int(np.unique(cond_units).size)
@@ -235,7 +241,6 @@ def group_metrics(
     # OAE, RAE and delta_skip: Tango's score interval with the score test it inverts (Rao-Scott
     # design effect over tasks when tasks have several epochs); the other figures: bootstrap
     flip = runs.flip
-    skipped = ~in_cond & ~runs.use_unlogged
     scored = [paired_score(units[m], flip[m], level) for m in (np.ones(one, dtype=bool), in_cond, skipped)]
     rae_score = scored[1]
     if mid_p:
@@ -253,8 +258,6 @@ def group_metrics(
     if one and n_unlogged == one:  # no run says what it used: "skipped" would mean "not logged"
         dskip = None
         cis[2] = np.nan
-    per_task = np.bincount(units) if units.size else np.zeros(0, dtype=np.int64)
-    max_per_task = int(per_task.max()) if per_task.size else 0
     if max_per_task > 1:
         p_oae = float(paired_test(units, runs.flip, mid_p=mid_p))
         oae_test = ("mid-p " if mid_p else "exact ") + "sign-flip test of each task's summed flips"
@@ -297,8 +300,8 @@ def group_metrics(
         c=c,
         cond_b=b_r,
         cond_c=c_r,
-        skip_b=(task_level_counts(units[skipped], flip[skipped])[0] if several else int((rescue & skipped).sum())),
-        skip_c=(task_level_counts(units[skipped], flip[skipped])[1] if several else int((harm & skipped).sum())),
+        skip_b=skip_b,
+        skip_c=skip_c,
         oae=oae,
         rae=rae,
         delta_skip=dskip,
@@ -386,17 +389,6 @@ def _both_ways(runs: PairedRuns, units: np.ndarray, skipped: np.ndarray, arms: A
         return excess_flips(units[cond], y_neg[cond], flip[cond], units[skipped], y_neg[skipped],
                             flip[skipped], "pairs that retrieved no skill")
     return None
-
-
-def task_level_counts(units: np.ndarray, flips: np.ndarray) -> tuple[int, int]:
-    """(rescues, harms) as the tasks' summed flips S_u count them: sum of max(S_u, 0) and of
-    max(-S_u, 0). Equal to the pair counts with one pair per task; with epochs or k-of-n trials,
-    which trial pairs with which cannot change them (the tests use the same sums)."""
-    if not units.size:
-        return 0, 0
-    _, inv = np.unique(units, return_inverse=True)
-    sums = np.bincount(inv.ravel(), weights=np.asarray(flips, dtype=np.float64))
-    return round(float(np.maximum(sums, 0).sum())), round(float(np.maximum(-sums, 0).sum()))
 
 
 def _task_wilson(units: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float]:

@@ -416,6 +416,16 @@ def _task_flip_sums(units: np.ndarray, flips: np.ndarray) -> np.ndarray:
     return np.bincount(inv.ravel(), weights=np.asarray(flips, dtype=np.float64))
 
 
+def task_level_counts(units: np.ndarray, flips: np.ndarray) -> tuple[int, int]:
+    """(rescues, harms) as the tasks' summed flips S_u count them: sum of max(S_u, 0) and of
+    max(-S_u, 0). Equal to the pair counts with one pair per task; with epochs or k-of-n trials,
+    which trial pairs with which cannot change them (`paired_score` tests the same counts)."""
+    if not np.asarray(units).size:
+        return 0, 0
+    sums = _task_flip_sums(units, flips)
+    return round(float(np.maximum(sums, 0).sum())), round(float(np.maximum(-sums, 0).sum()))
+
+
 @dataclass(frozen=True)
 class PairedScore:
     """A paired difference (b - c) / n with the score test and the interval that inverts it."""
@@ -444,8 +454,7 @@ def paired_score(units: np.ndarray, flips: np.ndarray, level: float = 0.95) -> P
         return PairedScore(None, None, 1.0, 1.0, "score McNemar (Tango)")
     clustered = np.unique(units).size < n
     if clustered:
-        sums = _task_flip_sums(units, flips)
-        b, c = float(np.maximum(sums, 0).sum()), float(np.maximum(-sums, 0).sum())
+        b, c = (float(v) for v in task_level_counts(units, flips))
         deff = cluster_design_effect(units, flips)
     else:
         b, c = float((flips > 0).sum()), float((flips < 0).sum())
