@@ -88,8 +88,8 @@ class LibraryEffect:
     recommendation: str | None  # gate-retrieval | reduce-depth | None
     reportable: bool
     text: str
-    #: the model's both-ways test (`metrics.both_ways_of`: rescues and harms both above what pairs
-    #: that retrieved nothing show), filled in by `recommend`; None where not computed
+    #: the cell's both-ways figures (`metrics.GroupMetrics.both_ways` with its cond_b and cond_c:
+    #: rescues and harms against a comparator), filled in by `recommend`; None where not computed
     both_ways: dict[str, Any] | None = None
     #: `metrics.GroupMetrics.follows_failure` of the model where no control arm measured it (filled in
     #: by `recommend`): library actions become "verify"

@@ -337,18 +337,6 @@ MIN_COMPARATOR_PAIRS = 20
 MIN_BOTH_WAYS_FLIPS = 5
 
 
-def both_ways_of(runs: PairedRuns) -> dict[str, Any] | None:
-    """The both-ways test of `runs` (one model, any benchmarks) against the pairs that retrieved
-    nothing, as the fields `works_both_ways` reads (both_ways, cond_b, cond_c); None without one."""
-    skipped = ~runs.retrieved & ~runs.use_unlogged
-    w = _both_ways(runs, runs.unit_ids(), skipped, None)
-    if w is None:
-        return None
-    cond = runs.retrieved
-    return {"both_ways": w.to_dict(), "cond_b": int(((runs.flip > 0) & cond).sum()),
-            "cond_c": int(((runs.flip < 0) & cond).sum())}
-
-
 def both_ways_words(w: dict[str, Any]) -> str:
     """The rates behind a both-ways verdict (`stats.ExcessFlips.to_dict`) in words, with the test
     that produced them; the audit's sentence, L003 and S202 all say it this way."""

@@ -34,7 +34,7 @@ from scipy import special as _sp
 
 from .attribution import AttributionResult, SkillAttribution, indicator
 from .library_effect import HETEROGENEITY_ALPHA, LibraryEffect
-from .metrics import both_ways_of, both_ways_words, works_both_ways
+from .metrics import both_ways_words, works_both_ways
 from .runs import PairedRuns
 from .stats import bh_qvalues, design_effect
 from .stats import ci_text as _fmt_ci
@@ -189,9 +189,10 @@ class Population:
     # skills whose use is unknown: never seen used on a run that logged its use, and offered on (or,
     # where runs do not list what they offered, possibly given to) a run that did not log it
     use_unknown: frozenset[str] = frozenset()
-    #: retrieval follows failure on this model and no control arm measured it (`recommend.selection_of`)
+    #: retrieval follows failure on this model and no control arm measured it (set by `recommend`)
     selection: str | None = None
-    #: the model's both-ways test (`stats.ExcessFlips.to_dict`) where it holds (`metrics.works_both_ways`)
+    #: the model's both-ways test (`stats.ExcessFlips.to_dict`) where it holds (`metrics.works_both_ways`;
+    #: set by `recommend`)
     both: dict[str, Any] | None = None
     _harmful: dict[str, bool] = field(default_factory=dict, repr=False)
 
@@ -226,8 +227,6 @@ class Population:
                             if in_call.any() else 1.0),
         )
         pop.mixed_counts, pop.q_mixed = pop._excess_discordance(runs, units)
-        bw = both_ways_of(runs)
-        pop.both = bw["both_ways"] if bw is not None and works_both_ways(bw) else None
         pop.use_unknown = _use_unknown(runs, rows, offered or {})
         return pop
 

@@ -32,6 +32,7 @@ from ._io import atomic_directory, is_within
 from .attribution import AttributionResult, ModelAttributions, SkillAttribution, indicator
 from .errors import OutputError
 from .library_effect import LibraryEffect
+from .metrics import works_both_ways
 from .policy import (  # noqa: F401  (re-exported: the thresholds, the rule table, the power calculation)
     ACTIONS,
     LIBRARY_ACTIONS,
@@ -225,19 +226,51 @@ def _as_models(attribution: AttributionResult | ModelAttributions) -> ModelAttri
                              settings=dict(attribution.settings))
 
 
-def _with_both_ways(e: LibraryEffect, runs: PairedRuns, selection: dict[str, str]) -> LibraryEffect:
-    """`e` with its cell's both-ways test (`metrics.both_ways_of`) and its model's selection
-    sentence (`selection_of`) for the library rules."""
+def _with_both_ways(e: LibraryEffect, runs: PairedRuns, facts: dict[str, _ModelFacts]) -> LibraryEffect:
+    """`e` with its cell's both-ways figures and its model's selection sentence for the library
+    rules: the model's own (`_model_facts`) for its pooled cell, a cell's metrics otherwise."""
     from dataclasses import replace
 
-    from .metrics import both_ways_of
+    from .metrics import group_metrics
 
-    sub = runs
-    if e.model != "*" and e.model in runs.models:
-        sub = sub.select(model=e.model)
-    if e.benchmark != "*" and e.benchmark in sub.benchmarks:
-        sub = sub.select(benchmark=e.benchmark)
-    return replace(e, both_ways=both_ways_of(sub), selection=selection.get(e.model))
+    mine = facts.get(e.model)
+    sub = runs if e.model == "*" or e.model not in runs.models else runs.select(model=e.model)
+    if mine is not None and (e.benchmark == "*" or len(sub.benchmarks) == 1):
+        both = mine.both
+    elif e.benchmark in sub.benchmarks:
+        cell = sub.select(benchmark=e.benchmark)
+        both = _both_fields(group_metrics(cell, e.model, e.benchmark, n_boot=0).to_dict())
+    else:
+        both = None
+    return replace(e, both_ways=both, selection=mine.selection if mine is not None else None)
+
+
+def _both_fields(g: dict[str, Any]) -> dict[str, Any] | None:
+    """What the both-ways rules read of a metrics group (`works_both_ways`, `both_ways_words`)."""
+    if not g.get("both_ways"):
+        return None
+    return {"both_ways": g["both_ways"], "cond_b": g["cond_b"], "cond_c": g["cond_c"]}
+
+
+@dataclass(frozen=True)
+class _ModelFacts:
+    """One population's metrics facts the rules read: the both-ways figures (`_both_fields`) and
+    the selection sentence (`metrics.GroupMetrics.follows_failure`, unless control arms measured it)."""
+
+    both: dict[str, Any] | None
+    selection: str | None
+
+
+def _model_facts(runs: PairedRuns, model: str, controlled: Collection[str] = ()) -> _ModelFacts:
+    """`_ModelFacts` of one population from one `metrics.group_metrics` of its pairs (resampled only
+    where the selection sentence needs its intervals)."""
+    from .metrics import group_metrics
+
+    if not runs.n_pairs:
+        return _ModelFacts(None, None)
+    checked = model not in controlled
+    g = group_metrics(runs, model, "*", n_boot=2000 if checked else 0, seed=0)
+    return _ModelFacts(_both_fields(g.to_dict()), g.follows_failure if checked else None)
 
 
 #: enabled control arms that measure what searching and injecting text do on the same tasks
@@ -254,19 +287,6 @@ def controlled_models(runs: PairedRuns, arms: Any) -> set[str]:
             pairs = arms.pair[arms.of(name)]
             out.update(runs.models[int(m)] for m in np.unique(runs.model[pairs]).tolist())
     return out
-
-
-def selection_of(runs: PairedRuns, controlled: Collection[str] = ()) -> str | None:
-    """`metrics.GroupMetrics.follows_failure` of `runs` (one model, pooled), unless the model is in
-    `controlled` (its runs have control arms, which measure on the same tasks what selection
-    cannot fake); None otherwise."""
-    from .metrics import group_metrics
-
-    models = list(runs.models)
-    if not runs.n_pairs or (len(models) == 1 and models[0] in controlled):
-        return None
-    g = group_metrics(runs, models[0] if len(models) == 1 else "*", "*", n_boot=2000, seed=0)
-    return g.follows_failure
 
 
 def _library_recommendations(effects: Sequence[LibraryEffect]) -> list[Recommendation]:
@@ -292,12 +312,14 @@ def _recommend_one(
     partner: dict[str, tuple[str, float]],
     cluster_of: dict[str, list[str]],
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
-    selection: str | None = None,
+    facts: _ModelFacts | None = None,
 ) -> dict[str, Recommendation]:
     """Per-skill recommendations for one population (one model, or all pooled): the first skill
     rule (`policy.RULES`) that holds decides each."""
     pop = Population.from_runs(runs, attribution, rules, partner, cluster_of, offered)
-    pop.selection = selection
+    if facts is not None:
+        pop.selection = facts.selection
+        pop.both = facts.both["both_ways"] if facts.both is not None and works_both_ways(facts.both) else None
     by_bench = _benchmark_rows(runs) if len(runs.benchmarks) > 1 else {}
     split = {}
     for sid in pop.rows:
@@ -417,21 +439,19 @@ def recommend(
 
     per_model: dict[str, dict[str, Recommendation]] = {}
     rows: dict[str, dict[str, SkillAttribution]] = {}
-    selection: dict[str, str] = {}
+    facts: dict[str, _ModelFacts] = {}
     for res in ma.results:
         m = res.model or "*"
         sub = runs if m == "*" or m not in runs.models else runs.select(model=m)
-        sel = selection_of(sub, controlled)
-        if sel:
-            selection[m] = sel
-        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of, offered, sel)
+        facts[m] = _model_facts(sub, m, controlled)
+        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of, offered, facts[m])
         rows[m] = {a.skill_id: a for a in res.skills}
     skill_recs = _combine(per_model, rows)
     net_of = {sid: min(a.net for r in rows.values() if (a := r.get(sid)) is not None)
               for sid in {r.skill_id for r in skill_recs}}
     skill_recs.sort(key=lambda r: (_ORDER[r.action], net_of.get(r.skill_id, 0), r.skill_id or "",
                                    r.models))
-    effects = tuple(_with_both_ways(e, runs, selection) for e in ma.library)
+    effects = tuple(_with_both_ways(e, runs, facts) for e in ma.library)
     recs = _library_recommendations(effects) + skill_recs
 
     removed: dict[str | None, list[str]] = {}
