@@ -261,28 +261,41 @@ def _share_values(runs: PairedRuns, scheme: str) -> tuple[np.ndarray, int]:
     return vals / row_sum[row_of], fallback
 
 
+def _task_skill_sums(entry_units: np.ndarray, cols: np.ndarray, flips: np.ndarray, p: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (task, skill) that occurs among the entries (a pair's retrieval of a skill): its skill
+    column, its summed flips S (all the task's pairs retrieving it) and its number of pairs."""
+    key = entry_units.astype(np.int64) * p + cols
+    uniq, inv, per_key = np.unique(key, return_inverse=True, return_counts=True)
+    sums = np.rint(np.bincount(inv.ravel(), weights=flips, minlength=uniq.size)).astype(np.int64)
+    return uniq % p, sums, per_key
+
+
+def _task_level_bc(col: np.ndarray, sums: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per skill, the rescues and harms its tasks' summed flips count: sum of max(S, 0) and of
+    max(-S, 0) (which epoch or trial pairs with which cannot change them)."""
+    return (np.bincount(col, weights=np.maximum(sums, 0), minlength=p).astype(np.int64),
+            np.bincount(col, weights=np.maximum(-sums, 0), minlength=p).astype(np.int64))
+
+
 def _skill_tests(X: Csr, row_of: np.ndarray, f: np.ndarray, units: np.ndarray, b_k: np.ndarray,
-                 c_k: np.ndarray, mid_p: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+                 c_k: np.ndarray, mid_p: bool
+                 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """Per skill: the p-value of "no effect where retrieved" with the task as the unit, the number
-    of distinct tasks among its pairs, and whether any task had several pairs retrieving it.
+    of distinct tasks among its pairs, and, when some task had several pairs retrieving it, the
+    task-level rescue and harm counts (`_task_level_bc`; None: the pair counts b_k, c_k are those).
 
     A task's pairs retrieving k (its epochs) are summed into one signed count S; with one pair per
     task that is the exact McNemar test on (b_k, c_k), otherwise the exact sign-flip test of the
     tasks' sums (`stats.sign_flip_pvalue`).
     """
     p = X.shape[1]
-    key = units[row_of].astype(np.int64) * p + X.indices
-    uniq, inv, per_key = np.unique(key, return_inverse=True, return_counts=True)
-    col = uniq % p
+    col, sums, per_key = _task_skill_sums(units[row_of], X.indices, f[row_of], p)
     n_tasks = np.bincount(col, minlength=p)
     test = mcnemar_midp if mid_p else mcnemar_exact
     if per_key.size == 0 or per_key.max() == 1:
-        return np.asarray(test(b_k, c_k), dtype=np.float64).reshape(p), n_tasks, False
-    sums = np.rint(np.bincount(inv.ravel(), weights=f[row_of])).astype(np.int64)
-    # the counts shown and read by the rules are the tasks' summed flips (max(S, 0) rescues,
-    # max(-S, 0) harms per task): which epoch or trial pairs with which cannot change them
-    b_k[:] = np.bincount(col, weights=np.maximum(sums, 0), minlength=p).astype(np.int64)
-    c_k[:] = np.bincount(col, weights=np.maximum(-sums, 0), minlength=p).astype(np.int64)
+        return np.asarray(test(b_k, c_k), dtype=np.float64).reshape(p), n_tasks, None
+    task_bc = _task_level_bc(col, sums, p)
     pos = np.bincount(col, weights=sums > 0, minlength=p).astype(np.int64)
     neg = np.bincount(col, weights=sums < 0, minlength=p).astype(np.int64)
     pvals = np.asarray(test(pos, neg), dtype=np.float64).reshape(p)
@@ -298,7 +311,7 @@ def _skill_tests(X: Csr, row_of: np.ndarray, f: np.ndarray, units: np.ndarray, b
             if k not in cache:
                 cache[k] = sign_flip_pvalue(counts[j], int(net[j]), mid_p=mid_p)
             pvals[j] = cache[k]
-    return pvals, n_tasks, True
+    return pvals, n_tasks, task_bc
 
 
 def _label(names: tuple[str, ...], index: np.ndarray) -> str:
@@ -445,17 +458,14 @@ def _exposure_columns(X: Csr, w: np.ndarray, f: np.ndarray, n_skills: np.ndarray
     b_k, c_k = by_class[1] + by_class[4], by_class[2] + by_class[5]
     share = np.bincount(X.indices, weights=w * f[row_of], minlength=p)  # W' f
     retrieved = n_k > 0
-    # with several pairs per task `_skill_tests` turns b_k, c_k into task-level counts (in place)
-    tests, n_tasks, clustered = _skill_tests(X, row_of, f, units, b_k, c_k, mid_p)
+    tests, n_tasks, task_bc = _skill_tests(X, row_of, f, units, b_k, c_k, mid_p)
+    clustered = task_bc is not None
     ex_b, ex_c = by_class[4], by_class[5]
-    if clustered:  # the exclusive counts likewise, over the pairs that retrieved the skill alone
+    if task_bc is not None:  # several pairs per task: task-level counts, the exclusive ones likewise
+        b_k, c_k = task_bc
         alone = (n_skills == 1)[row_of]
-        key = units[row_of[alone]].astype(np.int64) * p + X.indices[alone]
-        uniq, inv = np.unique(key, return_inverse=True)
-        sums = np.bincount(inv.ravel(), weights=f[row_of[alone]])
-        col = uniq % p
-        ex_b = np.rint(np.bincount(col, weights=np.maximum(sums, 0), minlength=p)).astype(np.int64)
-        ex_c = np.rint(np.bincount(col, weights=np.maximum(-sums, 0), minlength=p)).astype(np.int64)
+        col, sums, _ = _task_skill_sums(units[row_of[alone]], X.indices[alone], f[row_of[alone]], p)
+        ex_b, ex_c = _task_level_bc(col, sums, p)
     pvals = np.where(retrieved, tests, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         rae = np.where(retrieved, (b_k - c_k) / np.maximum(n_k, 1), np.nan)
