@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,63 +173,62 @@ _IMPORT_PATH = re.compile(r"""sys\.path\.(?:append|insert)\([^()'"]{0,20}['"]([^
                           r"""|PYTHONPATH=['"]?([^'"\s:]{1,300})""")
 
 
-def _run_heredocs(text: str) -> list[str]:
-    """The bodies of the here-documents fed to a runner (`python - <<'PY'`, `bash <<EOF`): scripts
-    that run (with a PYTHONPATH=... set before the runner in front). Those fed to `cat > file` and
-    the like are written, not run. Linear, like `_strip_heredocs`."""
-    if "<<" not in text:
-        return []
-    out, pos = [], 0
+def _heredocs(text: str) -> Iterator[tuple[re.Match[str], int, int, int]]:
+    """Each here-document of a command: (its `<<DELIM` match, where its body starts, where it ends,
+    where scanning resumes past its closing line). The closing line is the delimiter alone (leading
+    tabs allowed for <<-); a here-document without one takes the rest of the text. Linear."""
+    pos = 0
     while True:
         m = _HEREDOC_START.search(text, pos)
         if m is None:
-            return out
+            return
+        line_end = text.find("\n", m.end())
+        if line_end < 0:
+            return
+        delim = m.group(1)
+        at = line_end
+        while True:
+            nxt = text.find("\n" + delim, at)
+            if nxt < 0:
+                yield m, line_end, len(text), len(text)
+                return
+            end = nxt + 1 + len(delim)
+            if end == len(text) or text[end] == "\n":
+                yield m, line_end, nxt, end
+                pos = end
+                break
+            at = nxt + 1
+
+
+def _run_heredocs(text: str) -> list[str]:
+    """The bodies of the here-documents fed to a runner (`python - <<'PY'`, `bash <<EOF`): scripts
+    that run (with a PYTHONPATH=... set before the runner in front). Those fed to `cat > file` and
+    the like are written, not run."""
+    if "<<" not in text:
+        return []
+    out = []
+    for m, start, stop, _ in _heredocs(text):
         line_start = text.rfind("\n", 0, m.start()) + 1
         head = text[line_start:m.start()].replace('"', " ").replace("'", " ").split()
         env = []  # PYTHONPATH=... before the runner puts a folder on its import path too
         while head and ("=" in head[0] or head[0] in ("sudo", "env", "timeout", "time", "-lc", "-c")):
             env += [head[0]] if head[0].startswith("PYTHONPATH=") else []
             head = head[1:]
-        runs = bool(head) and head[0].rsplit("/", 1)[-1] in RUNNERS
-        line_end = text.find("\n", m.end())
-        if line_end < 0:
-            return out
-        end = text.find("\n" + m.group(1), line_end)
-        body = text[line_end:end if end >= 0 else len(text)]
-        if runs:
-            out.append(" ".join(env) + body)
-        if end < 0:
-            return out
-        pos = end + 1 + len(m.group(1))
+        if head and head[0].rsplit("/", 1)[-1] in RUNNERS:
+            out.append(" ".join(env) + text[start:stop])
+    return out
 
 
 def _strip_heredocs(text: str) -> str:
-    """A command with its here-documents' bodies removed (content written, not read); linear: a
-    here-document without its closing line takes the rest of the text."""
+    """A command with its here-documents' bodies removed (content written, not read)."""
     if "<<" not in text:
         return text
     out, pos = [], 0
-    while True:
-        m = _HEREDOC_START.search(text, pos)
-        if m is None:
-            out.append(text[pos:])
-            return "".join(out)
-        line_end = text.find("\n", m.end())
-        if line_end < 0:
-            out.append(text[pos:])
-            return "".join(out)
-        out.append(text[pos:line_end])
-        delim = m.group(1)
-        at = line_end
-        while True:  # the closing line: the delimiter alone (leading tabs allowed for <<-)
-            nxt = text.find("\n" + delim, at)
-            if nxt < 0:
-                return "".join(out)
-            end = nxt + 1 + len(delim)
-            if end == len(text) or text[end] == "\n":
-                pos = end
-                break
-            at = nxt + 1
+    for _, start, _, resume in _heredocs(text):
+        out.append(text[pos:start])
+        pos = resume
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _json_args(text: str) -> Any:
