@@ -223,16 +223,14 @@ class SkillEffectRegression:
                 ci_g = _percentile(boot_g, self.level)
                 p_g = _boot_p(boot_g)
                 self.interval_method_ = "bootstrap"
-            # tasks (resampling units) retrieving each merged column: an interval resampled or
-            # sandwiched over fewer than MIN_INTERVAL_TASKS of them has (nearly) nothing to vary
-            # over (one task: every resample is that task, a zero-width interval), so none is given
-            tasks_g = _distinct_groups_per_column(groups[z_rows], z_cols, g)
-            self.group_tasks_ = tasks_g
-            few = (tasks_g < MIN_INTERVAL_TASKS) | ~(ci_g[:, 1] > ci_g[:, 0])
-            ci_g[few] = np.nan
-            p_g[few] = np.nan  # the test beside it goes with it
-        else:
-            self.group_tasks_ = np.zeros(g, dtype=np.int64)
+            if self.interval_method_ is not None:
+                # tasks (resampling units) retrieving each merged column: an interval resampled or
+                # sandwiched over fewer than MIN_INTERVAL_TASKS of them has (nearly) nothing to vary
+                # over (one task: every resample is that task, a zero-width interval), so none is given
+                few = (_distinct_groups_per_column(groups[z_rows], z_cols, g) < MIN_INTERVAL_TASKS) | \
+                    ~(ci_g[:, 1] > ci_g[:, 0])
+                ci_g[few] = np.nan
+                p_g[few] = np.nan  # the test beside it goes with it
         return coef_g, ci_g, p_g, est_g, group_n, boot_g, null, Z
 
     @staticmethod
