@@ -18,6 +18,7 @@ from .stats import (
     paired_bootstrap_ci,
     paired_score,
     paired_test,
+    q_text,
     task_level_counts,
     wilson_interval,
 )
@@ -340,13 +341,10 @@ MIN_BOTH_WAYS_FLIPS = 5
 def both_ways_words(w: dict[str, Any]) -> str:
     """The rates behind a both-ways verdict (`stats.ExcessFlips.to_dict`) in words, with the test
     that produced them; the audit's sentence, L003 and S202 all say it this way."""
-    def p(x: float) -> str:
-        return "<0.001" if x < 0.001 else f"{x:.3f}"
-
     return (f"rescue {w['rescue_rate'] * 100:.0f}% of the runs that fail without skills and harm "
             f"{w['harm_rate'] * 100:.0f}% of those that pass, against {w['ref_rescue_rate'] * 100:.0f}% and "
-            f"{w['ref_harm_rate'] * 100:.0f}% on {w['comparator']} ({w['test']}: p {p(w['p_rescue'])} and "
-            f"{p(w['p_harm'])}; an association)")
+            f"{w['ref_harm_rate'] * 100:.0f}% on {w['comparator']} ({w['test']}: p {q_text(w['p_rescue'])} and "
+            f"{q_text(w['p_harm'])}; an association)")
 
 
 def works_both_ways(g: dict[str, Any], alpha: float = 0.05) -> bool:

@@ -36,7 +36,7 @@ from .attribution import AttributionResult, SkillAttribution, indicator
 from .library_effect import HETEROGENEITY_ALPHA, LibraryEffect
 from .metrics import both_ways_words, works_both_ways
 from .runs import PairedRuns
-from .stats import bh_qvalues, design_effect
+from .stats import bh_qvalues, design_effect, q_text
 from .stats import ci_text as _fmt_ci
 from .stats import pp_text as _fmt_pp
 
@@ -130,8 +130,7 @@ def _effect(a: SkillAttribution) -> float:
     return 0.0
 
 
-def _fmt_q(q: float | None) -> str:
-    return "–" if q is None else ("<0.001" if q < 0.001 else f"{q:.3f}")
+_fmt_q = q_text
 
 
 def _tasks(a: SkillAttribution) -> str:
@@ -245,18 +244,25 @@ class Population:
         if self.measured(a):  # withholding it helps, and more than withholding a typical entry
             return bool(a.causal_ci[1] < 0 and a.causal_q is not None and a.causal_q <= r.q_max  # type: ignore[index]
                         and a.causal_relative_ci is not None and a.causal_relative_ci[1] < 0)
-        # worse than the other entries on the same kind of task (stratified on the disabled
-        # outcome and the retrieved-set size: exact test, BY q over the testable skills), with
-        # enough retrieving tasks and flips to judge, and its own effect (the regression, which
-        # accounts for co-retrieved skills) below zero
+        # worse than the other entries on the same kind of task, in a population whose skills
+        # differ, with enough flips to judge, and its own effect (the regression, which accounts
+        # for co-retrieved skills) below zero
         return bool(
-            self.has_intervals and self.differ and a.identifiable is True and a.relative_testable is True
-            and a.n_tasks >= r.min_tasks and a.relative_q is not None
-            and a.relative_q <= r.q_max and a.relative_ci is not None and a.relative_ci[1] < 0
+            self.differ and self.worse(a)
             and a.coef_ci is not None and a.coef_ci[1] < 0 and a.b + a.c >= r.min_discordant
             # and its own task-level test: worse than the others on tasks that flip anyway (hard
             # topics) is no harm where its own rescues and harms balance (issue 52 F7)
             and a.net < 0 and a.q_value is not None and a.q_value <= r.q_max)
+
+    def worse(self, a: SkillAttribution) -> bool:
+        """Reliably worse than the other entries on the same kind of task (stratified on the
+        disabled outcome and the retrieved-set size: exact test, BY q over the testable skills;
+        relative interval below 0, q <= q_max, at least min_tasks retrieving tasks): S104's relative
+        test, which S105 reads on its own."""
+        r = self.rules
+        return bool(self.has_intervals and a.identifiable is True and a.relative_testable is True
+                    and a.n_tasks >= r.min_tasks and a.relative_q is not None and a.relative_q <= r.q_max
+                    and a.relative_ci is not None and a.relative_ci[1] < 0)
 
     def helpful(self, a: SkillAttribution) -> bool:
         r, regression = self.rules, self.regression
@@ -287,10 +293,12 @@ class Population:
         like: its rescues among its pairs that fail without skills against theirs, its harms among its
         pairs that pass against theirs (a skill retrieved by easy tasks has more passes to harm and
         fewer failures to rescue; the total flip count it replaced flagged skills of tasks that flip
-        more either way). Each direction gets a one-sided Fisher exact test on counts divided by the
-        over-dispersion of events per task (Rao-Scott: tasks, with all epochs, are the units); the
-        skill's p is the larger of the two (both must reject: an intersection-union test), BH across
-        skills. `mixed_rates` keeps (its rescue rate, its harm rate, the others' two) for the reason.
+        more either way), and at the skill's own retrieval depths (deep retrievals flip more): each
+        direction gets an exact one-sided binomial test of its count against the others' rate at
+        its depths, counts divided by the over-dispersion of events per task (Rao-Scott: tasks, with
+        all epochs, are the units); the skill's p is the larger of the two (both must reject: an
+        intersection-union test), BH across skills. `mixed_rates` keeps (its rescue rate, its harm
+        rate, the others' two at its depths) for the reason.
         """
         rows = self.rows
         flagged = np.array([1.0 if (s in rows and (self.harmful(rows[s]) or self.helpful(rows[s]))) else 0.0
@@ -329,8 +337,6 @@ class Population:
                 continue
             counts[sid] = (n_j, b_j, c_j)
             of, orr, op, oh = tot[3] - nf, tot[4] - r, tot[5] - npass, tot[6] - h
-            self.mixed_rates[sid] = (r / nf if nf else 0.0, h / npass if npass else 0.0,
-                                     orr / of if of else 0.0, oh / op if op else 0.0)
             if not (nf and npass and of and op):
                 p_mixed.append((sid, 1.0))
                 continue
@@ -375,13 +381,9 @@ class SkillContext:
 
     @cached_property
     def worse(self) -> bool:
-        """Reliably worse than the other entries on the same kind of task (S104's relative test:
-        interval below 0, q <= q_max, enough retrieving tasks), whether or not S104 holds."""
-        a, r = self.a, self.rules
-        return bool(not self.measured and self.pop.has_intervals and a.identifiable is True
-                    and a.relative_testable is True and a.n_tasks >= r.min_tasks
-                    and a.relative_q is not None and a.relative_q <= r.q_max
-                    and a.relative_ci is not None and a.relative_ci[1] < 0)
+        """S104's relative test holds (`Population.worse`) and no re-runs decide, whether or not
+        S104 holds."""
+        return not self.measured and self.pop.worse(self.a)
 
     @cached_property
     def unconfirmed(self) -> str:
@@ -409,10 +411,8 @@ class SkillContext:
         """(mask re-runs that would decide it, draws per retrieving task): a withheld re-run is
         paired with the task's enabled run (McNemar, delta_min at the power the policy uses); each
         mask withholds the skill with probability 1/2, so twice the pairs."""
-        a, r, pop = self.a, self.rules, self.pop
-        psi = (a.b + a.c) / a.n_retrieved if a.n_retrieved and a.b + a.c else pop.psi_all
-        pairs = mcnemar_sample_size(r.delta_min, max(psi, pop.psi_all / 2), pop.alpha_power, r.power)
-        reruns = 2 * tasks_needed(pairs, pop.deff, 1.0)
+        a = self.a
+        reruns = 2 * tasks_needed(self.pairs_needed, self.pop.deff, 1.0)
         tasks = max(a.n_tasks or a.n_retrieved, 1)
         return reruns, max(1, math.ceil(reruns / tasks))
 
@@ -471,15 +471,21 @@ class SkillContext:
         return bool(partners) and not any(p in pop.rows and pop.harmful(pop.rows[p]) for p in partners)
 
     @cached_property
+    def pairs_needed(self) -> int:
+        """Pairs a McNemar test needs to detect delta_min at the policy's power, at the skill's own
+        discordant rate (at least half the population's; the population's without flips)."""
+        a, r, pop = self.a, self.rules, self.pop
+        psi = (a.b + a.c) / a.n_retrieved if a.n_retrieved and a.b + a.c else pop.psi_all
+        return mcnemar_sample_size(r.delta_min, max(psi, pop.psi_all / 2), pop.alpha_power, r.power)
+
+    @cached_property
     def power(self) -> tuple[int, int]:
         """(retrieving tasks a McNemar power calculation needs, how many more than it has).
 
         From the stated smallest effect worth detecting, never from the observed one (post-hoc
         power only restates the p-value)."""
-        a, r, pop = self.a, self.rules, self.pop
-        psi = (a.b + a.c) / a.n_retrieved if a.b + a.c else pop.psi_all
-        need_pairs = mcnemar_sample_size(r.delta_min, max(psi, pop.psi_all / 2), pop.alpha_power, r.power)
-        need = tasks_needed(need_pairs, pop.deff, pop.pairs_per_task)
+        a, pop = self.a, self.pop
+        need = tasks_needed(self.pairs_needed, pop.deff, pop.pairs_per_task)
         more = max(0, need - (a.n_tasks or a.n_retrieved))
         return need, (max(more, 10) if self.aliased_harm else more)
 

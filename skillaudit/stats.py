@@ -87,6 +87,11 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
+def q_text(q: float | None) -> str:
+    """A p- or q-value where a reason cites it bare: "<0.001", "0.042" ("–" for None)."""
+    return "–" if q is None else ("<0.001" if q < 0.001 else f"{q:.3f}")
+
+
 def pp_text(x: float | None) -> str:
     """A fraction as verdict sentences write it, in percentage points: 0.052 -> "+5.2 pp" ("–" for None)."""
     return "–" if x is None else f"{x * 100:+.1f} pp"
