@@ -221,10 +221,10 @@ def check_document(runs: Any, library: Any, *, n_boot: int, seed: int, reg_boot:
     """The audit sections `check` needs, computed from the runs (no embeddings: no merge checks)."""
     from .attribution import attribute_models
     from .metrics import compute_metrics
-    from .recommend import controlled_models, recommend
+    from .recommend import recommend
 
     metrics = compute_metrics(runs, n_boot=n_boot, seed=seed, arms=arms)
     attr = attribute_models(runs, library=library, n_boot=reg_boot, seed=seed, arms=arms)
-    prune = recommend(runs, attr, controlled=controlled_models(runs, arms))
+    prune = recommend(runs, attr, arms=arms)
     return {"metrics": metrics.to_dict(), "library": [e.to_dict() for e in attr.library],
             "recommendations": prune.to_dict()}

@@ -412,7 +412,7 @@ def recommend(
     harmful_clusters: Sequence[Sequence[str]] | None = None,
     rules: Rules | None = None,
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
-    controlled: Collection[str] = (),
+    arms: Any = None,
 ) -> PruneResult:
     """Library-level and per-skill recommendations plus the projected RAE/OAE without the prune set.
 
@@ -421,9 +421,9 @@ def recommend(
     `skillaudit.clusters.find_near_duplicates`; `harmful_clusters` are groups of skill ids that
     concentrate harm (mentioned in the evidence and the reason). `offered` (`Inputs.offered`)
     tells which skills runs that did not log their use were offered: only those, never-used
-    elsewhere, are "use not logged" instead of "unused". `controlled` names the models whose runs
-    have control arms (`CONTROL_ARMS`): where retrieval follows failure on another model, its
-    prunes, rewrites and library actions become "verify with control arms" (S100, L000).
+    elsewhere, are "use not logged" instead of "unused". `arms` (`ArmRecords` of these runs):
+    where retrieval follows failure on a model without control arms (`CONTROL_ARMS`) among them,
+    its prunes, rewrites and library actions become "verify with control arms" (S100, L000).
     """
     rules = rules or Rules()
     ma = _as_models(attribution)
@@ -440,6 +440,7 @@ def recommend(
     per_model: dict[str, dict[str, Recommendation]] = {}
     rows: dict[str, dict[str, SkillAttribution]] = {}
     facts: dict[str, _ModelFacts] = {}
+    controlled = controlled_models(runs, arms)
     for res in ma.results:
         m = res.model or "*"
         sub = runs if m == "*" or m not in runs.models else runs.select(model=m)

@@ -302,3 +302,17 @@ def test_a_skill_that_helps_code_and_harms_math_is_gated_per_benchmark(tmp_path)
                if r["skill_id"] == split)
     assert rec["action"] == "rewrite" and set(rec["evidence"]["per_benchmark"]) == {"code", "math"}
     assert "harms math" in rec["reason"] and "helps code" in rec["reason"] and "gate it per benchmark" in rec["reason"]
+
+
+def test_prune_of_one_model_of_runs_with_control_arms():
+    """prune --model on logs holding control arms joins the arms to that model's pairs: the bundled
+    runs' SmolLM2 (random, filler and replicate arms) is pruned without an error (an IndexError
+    while control arms were joined to all the pairs)."""
+    repo = Path(__file__).resolve().parents[1]
+    logs = sorted(str(p) for p in (repo / "sample_runs").glob("*.jsonl"))
+    res = CliRunner().invoke(cli, ["prune", *logs, "--skills", str(repo / "skills"), "--model",
+                                   "smollm2-135m-instruct", "--embedder", "none", "--bootstrap", "200", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["settings"]["models"] == ["smollm2-135m-instruct"]
+    assert all(r["rule"] not in ("S100", "L000") for r in doc["recommendations"])

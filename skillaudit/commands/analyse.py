@@ -416,7 +416,7 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
     is never modified.
     """
     from ..prune_view import explain_lines, prune_lines
-    from ..recommend import apply_prune, controlled_models, recommend
+    from ..recommend import apply_prune, recommend
 
     if apply_dir is not None and skills_path is None:
         raise CommandError("--apply needs --skills: the library to copy")
@@ -436,7 +436,7 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
                 warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
             near, harmful = list(report.near_duplicates), report.harmful_members()
     out = recommend(paired, result, near_duplicates=near, harmful_clusters=harmful, offered=inputs.offered,
-                    controlled=controlled_models(paired, arms_for_cli(inputs)))
+                    arms=inputs.arms(paired))
     left_out = apply_prune(lib, out, apply_dir) if apply_dir is not None else None
     if as_json:
         doc = out.to_dict()

@@ -814,7 +814,7 @@ def build_audit(
     """
     from ..attribution import attribute_models
     from ..metrics import compute_metrics
-    from ..recommend import controlled_models, recommend
+    from ..recommend import recommend
     say = progress or _noop
     library, runs, inputs = _audit_inputs(run_paths, skills_path, library, runs, inputs, strict, say)
     notes: list[str] = []
@@ -874,7 +874,7 @@ def build_audit(
     say("recommendations and the projected effect of pruning")
     prune = recommend(runs, attr, near_duplicates=near_dups if library is not None else None,
                       harmful_clusters=harmful_groups, offered=offered,
-                      controlled=controlled_models(runs, arms))
+                      arms=arms)
 
     say("co-retrieval graph")
     graph_doc, graph_obj, graph_notes = _graph_section(runs, rows, library, near_dups, cluster_rep, seed)
