@@ -248,6 +248,11 @@ def test_a_trial_folder_without_result_json_is_named_not_silent(tmp_path):
     [note] = [n for n in report.notes if "no result.json" in n]
     assert "noskills/t2__gap" in note
     assert note.endswith("the leak check was not possible for 1 without-skills trial(s)")
+    # passed explicitly (alone, or as well as its job), the folder is named, once
+    for disabled in ([str(gap)], [str(tmp_path / "noskills"), str(gap)]):
+        _, report = import_harbor(enabled=[str(tmp_path / "with-skills")], disabled=disabled)
+        [note] = [n for n in report.notes if "no result.json" in n]
+        assert note.startswith("1 trial folder(s)") and "t2__gap" in note
 
 
 def test_a_without_skills_log_no_reader_can_read_is_named():

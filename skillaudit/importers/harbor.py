@@ -113,12 +113,13 @@ _NO_LOG = ("no agent/ trajectory", "a flattened result file: no trial folder, no
 
 
 def _collect(arg: str, side: str | None, how: str, trials: list[_Trial], jobs: list[tuple[str, dict]],
-             skipped: list[str] | None = None, passed_over: list[tuple[str, str | None]] | None = None) -> None:
+             skipped: list[str] | None = None, passed_over: list[tuple[str, str, str | None]] | None = None
+             ) -> None:
     """Every trial result under `arg` (a job folder, trial folder, folder of result files, or file).
     Symbolic links inside it are not followed (a trial folder linked to `/` would walk the host):
     they are listed in `skipped`. A trial folder without `result.json` (a `config.json` and an
-    `agent/` folder: the trial ran, or began to, but left no outcome) goes into `passed_over` with
-    its side (None: from the path, unknown)."""
+    `agent/` folder: the trial ran, or began to, but left no outcome) goes into `passed_over` as
+    (real path, path as given, side; None: from the path, unknown)."""
     if os.path.isfile(arg):
         _classify(arg, None, arg, side, how, trials, jobs, os.path.basename(arg))
         return
@@ -133,9 +134,9 @@ def _collect(arg: str, side: str | None, how: str, trials: list[_Trial], jobs: l
         except OSError as exc:
             raise InputError(f"{folder}: cannot read: {exc.strerror or exc}") from None
         names = {e.name for e in entries}
-        if (passed_over is not None and depth > 0 and "config.json" in names and "result.json" not in names
+        if (passed_over is not None and "config.json" in names and "result.json" not in names
                 and "agent" in names):
-            passed_over.append((rel, side))
+            passed_over.append((os.path.realpath(folder), rel, side))
         for e in entries:
             if e.is_symlink():
                 if skipped is not None:
@@ -322,7 +323,7 @@ def import_harbor(
     jobs: list[tuple[str, dict]] = []
     pairer = Pairer("harbor")
     links: list[str] = []
-    passed_over: list[tuple[str, str | None]] = []
+    passed_over: list[tuple[str, str, str | None]] = []
     for arg in enabled:
         pairer.source(arg)
         _collect(arg, ENABLED, "--enabled", trials, jobs, links, passed_over)
@@ -334,10 +335,11 @@ def import_harbor(
         _collect(arg, None, "", trials, jobs, links, passed_over)
     if links:
         pairer.note(f"{len(links)} symbolic link(s) inside the inputs were not followed: {named(links)}")
-    if passed_over:  # never silent: a trial that left no outcome is named, and what it costs
-        off = [rel for rel, sd in passed_over if sd == DISABLED]
+    if passed_over:  # never silent: a trial that left no outcome is named (once), and what it costs
+        passed_over = list({real: (real, rel, sd) for real, rel, sd in reversed(passed_over)}.values())[::-1]
+        off = [rel for _, rel, sd in passed_over if sd == DISABLED]
         pairer.note(f"{len(passed_over)} trial folder(s) have a config.json and an agent log but no result.json "
-                    f"(no outcome): passed over: {named([rel for rel, _ in passed_over])}"
+                    f"(no outcome): passed over: {named([rel for _, rel, _ in passed_over])}"
                     + (f"; the leak check was not possible for {len(off)} without-skills trial(s)" if off else ""))
     bench = benchmark or "harbor"
     rows = []
