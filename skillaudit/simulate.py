@@ -554,8 +554,7 @@ def difficulty_split(seed: int = 0, n_tasks: int = 800, n_skills: int = 20, gap:
     bad = np.array([any(s in harmful for s in k) for k in sets])[:, None]
     out: list[dict[str, Any]] = []
     for model in models:
-        y_neg = rng.random((n_tasks, epochs)) < p[:, None]
-        y_pos = rng.random((n_tasks, epochs)) < p[:, None]
+        y_neg, y_pos = _sampled(rng, p, epochs)
         y_pos = y_pos & ~((rng.random((n_tasks, epochs)) < harm) & bad)
         out += _records(sets, y_neg, y_pos, model=model)
     return out, {s: ("harmful" if s in harmful else "none") for s in ids}
