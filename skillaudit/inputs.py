@@ -368,6 +368,32 @@ def _add_leak(line: bytes, issues: list[Issue], where: str) -> None:
         issues.append(("leak", key, skills, _label(meta, where)))
 
 
+_ARM_ISSUE_NEEDLE = b'"arm_issue"'
+#: `meta.arm_issue.kind` an importer writes -> the kind `skillaudit.integrity` gates
+ARM_ISSUE_KINDS = ("present", "unchecked", "conflict")
+
+
+def _add_arm_issue(line: bytes, issues: list[Issue], where: str) -> None:
+    """A main record whose importer found its arm not what it claims beyond a leak (`meta.arm_issue`:
+    skills present in a run without skills, no leak check possible, sources that disagree on its side)."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(rec, dict) or rec.get("arm") is not None:
+        return
+    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    issue = meta.get("arm_issue")
+    if not isinstance(issue, dict) or issue.get("kind") not in ARM_ISSUE_KINDS:
+        return
+    epoch = rec.get("epoch", 1)
+    key = (rec.get("model", "default"), rec.get("benchmark", "default"), rec.get("task_id"),
+           epoch if type(epoch) is int else 1)
+    if all(isinstance(k, str) for k in key[:3]):
+        detail = issue.get("detail") if isinstance(issue.get("detail"), str) else ""
+        issues.append((issue["kind"], key, (detail[:300],), _label(meta, where)))
+
+
 class _Extra:
     """What load_inputs keeps of the blocks one reader reads (see skillaudit.runs.reader._State.extra)."""
 
@@ -429,3 +455,5 @@ class _Extra:
         if integrity:  # two regex scans of the block: only the audit and `check` ask for them
             for ln, line in _leak_lines(buf, n, lineno):
                 _add_leak(line, self.issues, f"\0{file_ix}:{ln}")
+            for ln, line in _lines_with(buf, n, _ARM_ISSUE_NEEDLE, lineno):
+                _add_arm_issue(line, self.issues, f"\0{file_ix}:{ln}")

@@ -274,3 +274,117 @@ def test_a_without_skills_log_no_reader_can_read_is_named():
         (off / "agent").rmdir()
         _, report = import_harbor(enabled=[str(root / "with-skills")], disabled=[str(root / "noskills")])
         assert not [n for n in report.notes if "leak check was not possible" in n]
+
+
+def _codex_log(folder: Path, *items: dict, extra: str = "") -> None:
+    """agent/codex.txt of `codex exec --json` events: the items completed, then turn.completed."""
+    (folder / "agent").mkdir()
+    events = [{"type": "thread.started"}, *({"type": "item.completed", "item": it} for it in items),
+              {"type": "turn.completed"}]
+    (folder / "agent" / "codex.txt").write_text(extra + "\n".join(json.dumps(e) for e in events) + "\n")
+
+
+def _cmd(command: str, output: str = "") -> dict:
+    return {"type": "command_execution", "command": f"/bin/bash -lc '{command}'", "aggregated_output": output,
+            "exit_code": 0, "status": "completed"}
+
+
+def test_skills_seen_in_passing_failed_loads_and_unchecked_without_skills_trials(tmp_path):
+    """Issue 53: a listing of the skills folder names skills present (seen, never used nor an offered
+    list); a failed load ("failed to load skill .../threejs/SKILL.md: invalid YAML", Codex's stderr)
+    is shipped but not loadable, with the reason; a without-skills trial whose listing shows skills
+    had skills present (a broken arm); a without-skills trial with no log, or one no reader can read,
+    while its partner's log was read, fails `check` closed (exit 1 naming it; 0 with --allow-leaks)."""
+    on, off = tmp_path / "with-skills", tmp_path / "without-skills"
+    t1 = _trial(on / "t1__a")
+    _codex_log(t1, _cmd("ls /root/.codex/skills", "pdf\nxlsx\nthreejs\nREADME.md\n"),
+               _cmd("cat /root/.codex/skills/pdf/SKILL.md", "---"),
+               extra="2026-01-25T10:00:00Z ERROR codex_core::skills: failed to load skill "
+                     "/root/.codex/skills/threejs/SKILL.md: invalid YAML: mapping values are not allowed here\n")
+    u1 = _trial(off / "t1__b", verifier_result={"rewards": {"reward": 0.0}})
+    _codex_log(u1, _cmd("ls -la /root/.codex/skills/", "total 8\ndrwxr-xr-x 2 root root 4096 Jan 1 00:00 .\n"
+                                                        "drwxr-xr-x 3 root root 4096 Jan 1 00:00 pdf\n"))
+    t2 = _trial(on / "t2__a", task_name="t2")
+    _codex_log(t2, _cmd("cat /root/.codex/skills/xlsx/SKILL.md", "---"))
+    u2 = _trial(off / "t2__b", task_name="t2")
+    (u2 / "agent").mkdir()
+    (u2 / "agent" / "codex.txt").write_text("no events here\n")
+    t3 = _trial(on / "t3__a", task_name="t3")
+    _codex_log(t3, _cmd("ls /root"))
+    _trial(off / "t3__b", task_name="t3")  # no agent/ folder at all
+    log = tmp_path / "runs.jsonl"
+    res = CliRunner().invoke(cli, ["import", "harbor", str(on), str(off), "-o", str(log)])
+    assert res.exit_code == 0, res.output
+    notes = [ln for ln in res.output.splitlines() if ln.startswith("note: ")]
+    assert ("note: 1 with-skills trial(s) show skills present but unused (a listing of a skills folder; named "
+            "as seen, never counted as used or as the offered list): t1__a: xlsx, threejs") in notes
+    assert ("note: 1 skill(s) shipped but not loadable (the agent's log says it failed to load them): threejs in "
+            "t1__a (invalid YAML: mapping values are not allowed here)") in notes
+    assert ("note: arm integrity: 1 without-skills trial(s) had skills present (a broken arm, gated like a "
+            "leak): t1__b (a listing of a skills folder shows pdf)") in notes
+    assert any(n.startswith("note: arm integrity: the leak check was not possible for 2 without-skills trial(s) "
+                            "whose with-skills partner's log was read") and "t2__b, t3__b" in n for n in notes)
+    recs = {(r["task_id"], r["condition"]): r for r in map(json.loads, log.read_text().splitlines())}
+    en = recs[("t1", "enabled")]
+    assert [s for r in en["retrievals"] for s in r["skills"]] == ["pdf"]
+    assert en["meta"]["seen_skills"] == ["xlsx", "threejs"]
+    assert en["meta"]["unloadable_skills"] == {"threejs": "invalid YAML: mapping values are not allowed here"}
+    assert en["offered"] == ["pdf"] and en["meta"]["offered_from"] == "unknown"  # no "of n" from a listing
+    res = CliRunner().invoke(cli, ["check", str(log)])
+    assert res.exit_code == 1
+    fails = [ln for ln in res.output.splitlines() if ln.startswith("FAIL")]
+    assert fails == [
+        "FAIL integrity: broken arm (skills present): codex:m t1 (epoch 1), trial t1__b: a listing of a skills "
+        "folder shows pdf",
+        "FAIL integrity: leak check not possible: codex:m t2 (epoch 1), trial t2__b: "
+        f"{u2}/agent/codex.txt: no Codex exec --json events found; its with-skills partner's log was read",
+        "FAIL integrity: leak check not possible: codex:m t3 (epoch 1), trial t3__b: no agent/ trajectory; its "
+        "with-skills partner's log was read"]
+    res = CliRunner().invoke(cli, ["check", str(log), "--allow-leaks"])
+    assert res.exit_code == 0 and "FAIL" not in res.output
+
+
+def test_offered_from_the_tasks_own_skills_folder(tmp_path):
+    """Issue 53: SkillsBench tasks ship their skills in environment/skills/; with --tasks, a trial's
+    task is the folder named by the last part of its config.task.path (a path on another machine)
+    and its skills are the offered list: the headline says "opened 1 of 2 offered". Without --tasks
+    nothing states an offered count (headline, report.md, audit.json)."""
+    tasks = tmp_path / "tasks"
+    for t in ("t1", "t2"):
+        for sk in ("pdf", "xlsx"):
+            (tasks / t / "environment" / "skills" / sk).mkdir(parents=True)
+            (tasks / t / "environment" / "skills" / sk / "SKILL.md").write_text(f"---\nname: {sk}\n---\n")
+    on, off = tmp_path / "with-skills", tmp_path / "without-skills"
+    for i, t in enumerate(("t1", "t2", "t3")):
+        cfg = {"task": {"path": f"/home/someone/SkillsBench/tasks/{t}"},
+               "agent": {"name": "codex", "model_name": "m"}}
+        a = _trial(on / f"{t}__a", task_name=f"{t}-renamed" if t == "t1" else t, config=cfg)
+        _codex_log(a, _cmd("cat /root/.codex/skills/pdf/SKILL.md", "---") if i < 2 else _cmd("ls"))
+        b = _trial(off / f"{t}__b", task_name=f"{t}-renamed" if t == "t1" else t, config=cfg,
+                   verifier_result={"rewards": {"reward": 0.0}})
+        _codex_log(b, _cmd("ls /root"))
+    log, plain = tmp_path / "runs.jsonl", tmp_path / "plain.jsonl"
+    res = CliRunner().invoke(cli, ["import", "harbor", str(on), str(off), "--tasks", str(tasks), "-o", str(log)])
+    assert res.exit_code == 0, res.output
+    assert ("note: 1 with-skills trial(s) whose task is not a folder of --tasks "
+            f"{tasks} (by the last part of config.task.path, then task_name): t3__a") in res.output
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    en = {r["task_id"]: r for r in recs if r["condition"] == "enabled"}
+    assert en["t1-renamed"]["offered"] == ["pdf", "xlsx"]
+    assert en["t1-renamed"]["meta"]["offered_from"] == "the task's skills folder"
+    assert en["t3"]["meta"]["offered_from"] == "unknown"
+    res = CliRunner().invoke(cli, ["audit", str(log), "--out", str(tmp_path / "rep"), "-q", "--embedder", "tfidf",
+                                   "--bootstrap", "0"])
+    assert res.exit_code == 0, res.output
+    assert "opened 1 of 2 offered" in " ".join(res.output.split())
+    assert CliRunner().invoke(cli, ["import", "harbor", str(on), str(off), "-o", str(plain), "-q"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["audit", str(plain), "--out", str(tmp_path / "rep2"), "-q", "--embedder", "tfidf",
+                                   "--bootstrap", "0"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "offered list was not logged" in text and " of 2 offered" not in text and "offered skills" not in text
+    md = (tmp_path / "rep2" / "report.md").read_text()
+    assert "skills the runs say were offered" not in md and " of 2 offered" not in md
+    doc = json.loads((tmp_path / "rep2" / "audit.json").read_text())
+    [r] = [v["reach"] for v in doc["headline"]["per_model"] if v.get("reach")]
+    assert r["n_offered"] in (0, None)

@@ -116,10 +116,14 @@ def test_minimax_headline_reach_and_prune_by_hand_count(tmp_path):
     assert text.startswith("Reach: claude-code:minimax/MiniMax-M2.1 opened 1 of 24 offered skills (11 tasks "
                            "offered skills, 1 used any); 16 of 16 logs end before the agent finished: a floor")
     assert reach < next(i for i, ln in enumerate(lines) if "No skill is reliably" in ln or "Act on" in ln)
-    assert res.output.count("use not logged on 1 of 17 runs") == 1
+    # said at most once on the terminal (the 8-line headline drops the warnings line first: the
+    # integrity line, for the without-skills trials with no log, comes before it), and in report.md
+    assert res.output.count("use not logged on 1 of 17 runs") <= 1
+    assert "arm integrity: 16 run(s) without skills could not be checked for leaks" in res.output
     assert "Skill use not logged: no RAE" not in res.output
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "11 tasks (17 pairs)" in md and "threejs" not in md
+    assert md.count("use not logged on 1 of 17 with-skills runs") == 1
     doc = json.loads((tmp_path / "rep" / "audit.json").read_text())
     [r] = doc["headline"]["reach"] if "reach" in doc["headline"] else [v["reach"] for v in doc["headline"]["per_model"]]
     assert (r["n_offered"], r["opened"], r["n_tasks_offered"], r["n_tasks_used"]) == (24, ["pdf"], 11, 1)

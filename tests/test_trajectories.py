@@ -199,16 +199,28 @@ def test_a_leaked_no_skills_trial_is_named_in_the_note_the_headline_and_fails_ch
 
 
 @needs_real
-def test_the_real_jobs_have_no_integrity_issue(tmp_path):
-    """The MiniMax jobs as published: no leak, no broken arm; check passes."""
+def test_the_real_jobs_fail_closed_where_the_leak_check_could_not_run(tmp_path):
+    """The MiniMax jobs as published: no leak and no broken arm, but the without-skills trials kept
+    no agent log while their with-skills partners' were read: the leak check could not run for them,
+    so `check` fails closed naming each (exit 1), and --allow-leaks accepts it."""
     from click.testing import CliRunner
 
     from skillaudit.cli import cli
 
     log = tmp_path / "runs.jsonl"
-    assert CliRunner().invoke(cli, ["import", "harbor", str(MINIMAX), "-o", str(log), "-q"]).exit_code == 0
+    res = CliRunner().invoke(cli, ["import", "harbor", str(MINIMAX), "-o", str(log)])
+    assert res.exit_code == 0
+    assert ("note: arm integrity: the leak check was not possible for 16 without-skills trial(s) whose "
+            "with-skills partner's log was read") in res.output
     res = CliRunner().invoke(cli, ["check", str(log)])
-    assert res.exit_code == 0 and "integrity" not in res.output, res.output
+    assert res.exit_code == 1, res.output
+    fails = [ln for ln in res.output.splitlines() if ln.startswith("FAIL")]
+    assert len(fails) == 16 and all(ln.startswith("FAIL integrity: leak check not possible: ") for ln in fails)
+    assert ("FAIL integrity: leak check not possible: claude-code:minimax/MiniMax-M2.1 data-to-d3 (epoch 1), "
+            "trial data-to-d3__66zhFdt: no agent/ trajectory; its with-skills partner's log was read") in fails
+    assert "leak:" not in res.output and "broken arm" not in res.output
+    res = CliRunner().invoke(cli, ["check", str(log), "--allow-leaks"])
+    assert res.exit_code == 0 and "FAIL" not in res.output
 
 
 # ---------------------------------------------------------------- Codex and OpenHands (scripted traces)
@@ -310,3 +322,28 @@ def test_a_script_that_imports_a_skills_code_and_runs_uses_the_skill():
         u = Uses()
         u.command(cmd)
         assert dict(u.rules) == want, cmd
+
+
+def test_listings_show_skills_seen_never_used():
+    """Issue 53: what a listing of a skills folder shows is seen (present), never use: ls (plain and
+    -l), find, Gemini CLI's list_directory and its shell framing; a listing of one skill's folder
+    that printed something shows that skill; a failed listing or output mixed with another command's
+    shows nothing."""
+    u = Uses()
+    u.shell_output("/bin/bash -lc 'ls /root/.codex/skills'", "fuzzy-match\npdf\nREADME.md\n.system\n")
+    u.shell_output("ls -la /root/.agents/skills/", "total 8\ndrwxr-xr-x 2 root root 4096 Jan 1 00:00 ..\n"
+                                                   "drwxr-xr-x 3 root root 4096 Jan 1 00:00 pca-decomposition\n")
+    u.shell_output("find /root/.claude/skills -name SKILL.md", "/root/.claude/skills/a-b/SKILL.md\n")
+    u.shell_output("ls /root/.codex/skills/mesh-analysis", "SKILL.md\nscripts\n")
+    u.shell_output("ls /root/.codex/skills/nope", "ls: cannot access '/root/.codex/skills/nope': No such file")
+    u.shell_output("ls /root/.codex/skills; cat notes", "zzz\n")
+    u.shell_output("cat /root/.codex/skills/x/SKILL.md", "yyy\n")
+    u.tool_call("list_directory", {"dir_path": "/root/.gemini/skills"},
+                "Directory listing for /root/.gemini/skills:\n[DIR] threejs\n[FILE] notes.txt", )
+    u.tool_call("run_shell_command", {"command": "ls /root/.gemini/skills"},
+                "Command: ls /root/.gemini/skills\nDirectory: (root)\nOutput: obj-export\nError: (none)\nExit Code: 0")
+    assert list(u.seen) == ["fuzzy-match", "pdf", "pca-decomposition", "a-b", "mesh-analysis", "threejs",
+                            "obj-export"]
+    assert u.rules == {}  # a listing is never use
+    u.log_line("WARN failed to load skill /root/.codex/skills/threejs/SKILL.md: invalid YAML")
+    assert u.unloadable == {"threejs": "invalid YAML"}

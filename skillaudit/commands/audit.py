@@ -236,7 +236,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 @click.option("--fail-on", "fail_on", multiple=True, type=click.Choice(["harmful", "library", "regression"]),
               help="What fails the gate (repeatable; default: harmful, plus regression with --baseline).")
 @click.option("--allow-leaks", is_flag=True,
-              help="Do not fail on arm integrity: runs without skills that used skills, runs with skills given none.")
+              help="Do not fail on arm integrity: runs without skills that used skills or had skills present, runs without skills whose log could not be checked, runs with skills given none.")
 @bootstrap_option("Task-level bootstrap resamples for the metrics' CIs.")
 @seed_option()
 @jobs_option

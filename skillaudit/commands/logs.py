@@ -302,11 +302,15 @@ def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, enabled_v
 @click.option("--offered", "offered", type=click.Path(file_okay=False), default=None,
               help="A skills folder (<name>/SKILL.md) the with-skills trials were offered, where neither the "
                    "agent's log, the trial's lock.json nor the job's skill folders say.")
+@click.option("--tasks", "tasks", type=click.Path(file_okay=False), default=None,
+              help="The dataset's task folders: a with-skills trial was offered the skills its task ships in "
+                   "environment/skills/ (SkillsBench); the task is the folder named by the last part of the "
+                   "trial's config.task.path, else its task_name.")
 @import_options
 @reports_errors
 def import_harbor_cmd(paths: tuple[str, ...], enabled: tuple[str, ...], disabled: tuple[str, ...], threshold: float,
-                      offered: str | None, output: str, model: str | None, benchmark: str | None, as_json: bool,
-                      quiet: bool) -> None:
+                      offered: str | None, tasks: str | None, output: str, model: str | None, benchmark: str | None,
+                      as_json: bool, quiet: bool) -> None:
     """Harbor jobs and trials: sides from --enabled / --disabled or from words in the paths (with-skills,
     noskills, ...); skill use from each trial's own log (Claude Code stream-json, ATIF, terminus-2
     episode lists)."""
@@ -316,7 +320,7 @@ def import_harbor_cmd(paths: tuple[str, ...], enabled: tuple[str, ...], disabled
         raise click.UsageError("give PATH... (sides read from the paths) or --enabled / --disabled")
     _check_import_output(output, as_json, [*paths, *enabled, *disabled])
     result = import_harbor(paths, enabled=enabled, disabled=disabled, threshold=threshold, model=model,
-                           benchmark=benchmark, offered=offered)
+                           benchmark=benchmark, offered=offered, tasks=tasks)
     _finish_import(result, output, as_json, quiet)
 
 

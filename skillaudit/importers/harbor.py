@@ -224,11 +224,60 @@ def _skills_loaded(d: dict[str, Any]) -> list[str]:
     return [x for x in got if isinstance(x, str) and x] if isinstance(got, list) else []
 
 
+TASK_SKILLS = "the task's skills folder"
+
+
+def _trial_config(t: _Trial) -> dict[str, Any]:
+    """The trial's config: result.json's `config`, else the trial folder's `config.json`."""
+    cfg = t.data.get("config")
+    if isinstance(cfg, dict) and cfg:
+        return cfg
+    if t.folder is not None:
+        path = os.path.join(t.folder, "config.json")
+        if os.path.isfile(path) and not os.path.islink(path):
+            try:
+                doc = load_json(path, "a Harbor trial config.json")
+            except InputError:
+                return {}
+            return doc if isinstance(doc, dict) else {}
+    return {}
+
+
+def task_folder(t: _Trial, tasks_dir: str) -> str | None:
+    """The folder of `tasks_dir` that is this trial's task: named by the last component of its
+    config's `task.path` (a path on the machine that ran it), else by its `task_name`; None when
+    neither names a folder there."""
+    cfg = _trial_config(t)
+    task = cfg.get("task") if isinstance(cfg.get("task"), dict) else {}
+    names = []
+    for path in (task.get("path"), (t.data.get("task_id") or {}).get("path") if isinstance(t.data.get("task_id"), dict)
+                 else None):
+        if isinstance(path, str) and path.strip().rstrip("/\\"):
+            names.append(path.strip().rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1])
+    if isinstance(t.data.get("task_name"), str):
+        names.append(t.data["task_name"])
+    for name in dict.fromkeys(names):
+        if name and name not in (".", "..") and "/" not in name:
+            folder = os.path.join(tasks_dir, name)
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                return folder
+    return None
+
+
+def task_skills(task: str) -> list[str] | None:
+    """The skills a task ships (`environment/skills/<name>/SKILL.md`, copied into the agents' skills
+    folders by its Dockerfile, as SkillsBench's tasks do), or None when it has no such folder."""
+    path = os.path.join(task, "environment", "skills")
+    if not os.path.isdir(path) or os.path.islink(path):
+        return None
+    return folder_skills(path)
+
+
 def _offered(traj: Trajectory | None, t: _Trial, offered_dir: list[str] | None,
-             lock: dict[str, str | None] | None) -> tuple[list[str], str]:
+             lock: dict[str, str | None] | None, shipped: list[str] | None = None) -> tuple[list[str], str]:
     """(skills offered, where that came from): the agent's log, else the trial's lock.json
-    (`_lock_skills`), else the job's skill folders (when they exist here), else --offered; else
-    ([], "unknown")."""
+    (`_lock_skills`), else the job's skill folders (when they exist here), else the skills its task
+    ships (`--tasks`), else --offered; else ([], "unknown")."""
     if traj is not None and traj.offered_known:
         return list(traj.offered), "agent log"
     if lock is not None:
@@ -238,6 +287,8 @@ def _offered(traj: Trajectory | None, t: _Trial, offered_dir: list[str] | None,
         found = [name for d in dirs if os.path.isdir(d) for name in folder_skills(d)]
         if found:
             return found, "the job's skill folders"
+    if shipped is not None:
+        return list(shipped), TASK_SKILLS
     if offered_dir is not None:
         return list(offered_dir), "--offered"
     return [], "unknown"
@@ -315,10 +366,15 @@ def import_harbor(
     model: str | None = None,
     benchmark: str | None = None,
     offered: str | None = None,
+    tasks: str | None = None,
 ) -> tuple[list[dict[str, Any]], ImportReport]:
     """Read Harbor trials (sides given or read from their paths); return §3.1 records and a report.
     `offered`: a skills folder whose skills every with-skills trial was offered, where neither the
-    agent's log nor the trial's `lock.json` nor the job's skill folders say."""
+    agent's log nor the trial's `lock.json` nor the job's skill folders say. `tasks`: the dataset's
+    task folders; a with-skills trial whose task (`task_folder`) ships skills in
+    `environment/skills/` was offered those (`task_skills`)."""
+    if tasks is not None and not os.path.isdir(tasks):
+        raise InputError(f"{tasks}: --tasks: no such folder (the dataset's task folders)")
     trials: list[_Trial] = []
     jobs: list[tuple[str, dict]] = []
     pairer = Pairer("harbor")
@@ -364,7 +420,24 @@ def import_harbor(
     leaks: list[str] = []
     broken: list[str] = []
     by_format: dict[str, int] = {}
+    seen_on: list[str] = []  # with-skills trials whose log shows skills present but unused
+    unloadable: list[str] = []  # skills a with-skills trial's agent failed to load, with the reason
+    present: list[str] = []  # without-skills trials whose log shows skills present
     offered_dir = folder_skills(offered) if offered is not None else None
+    shipped: dict[str, list[str] | None] = {}  # task folder -> the skills it ships
+    no_task: list[str] = []  # with-skills trials whose task is not in --tasks
+
+    def shipped_by(t: _Trial) -> list[str] | None:
+        if tasks is None:
+            return None
+        folder = task_folder(t, tasks)
+        if folder is None:
+            no_task.append(os.path.basename(t.folder or t.path))
+            return None
+        if folder not in shipped:
+            shipped[folder] = task_skills(folder)
+        return shipped[folder]
+
     # valid trials of one (model, task, side), before numbering: error trials take no number
     valid: dict[tuple[str, str, str], list[tuple[dict[str, Any], str, str, str]]] = {}
     for m, task, side, tname, t, where in rows:
@@ -393,14 +466,15 @@ def import_harbor(
                 for sk in loaded:
                     meta.setdefault("use_rules", {}).setdefault(sk, "skills_loaded")
                 lock = _lock_skills(t.folder)
-                offered, source = _offered(traj, t, offered_dir, lock)
+                offered, source = _offered(traj, t, offered_dir, lock, shipped_by(t))
                 meta["offered_from"] = source
                 digests = {k: v for k, v in (lock or {}).items() if v is not None}
                 if digests:  # the injected skills' content digests (provenance of what the run saw)
                     meta["skill_digests"] = digests
                 if source != "unknown" or used:  # known: [] means nothing was injected (a broken arm)
                     rec["offered"] = list(dict.fromkeys([*offered, *used]))
-                if source in ("lock.json", "the job's skill folders", "agent log") and not offered and not used \
+                if source in ("lock.json", "the job's skill folders", "agent log", TASK_SKILLS) and not offered \
+                        and not used \
                         and not _job_skill_dirs(t.data):
                     broken.append(tname)
                 rec["retrievals"] = [{"query": None, "skills": used, "error": None}] if used else []
@@ -408,23 +482,33 @@ def import_harbor(
                 by_format[traj.format] = by_format.get(traj.format, 0) + 1
                 if source == "unknown":
                     offered_unknown.append(tname)
+                if traj.seen:
+                    seen_on.append(f"{tname}: {', '.join(traj.seen)}")
+                for sk, why in traj.unloadable:
+                    unloadable.append(f"{sk} in {tname} ({why})")
             else:  # what the log shows, like an enabled run: any use is a leak (arm integrity)
                 if traj.used:
                     rec["retrievals"] = [{"query": None, "skills": list(traj.used), "error": None}]
                     leaks.append(f"{tname} used {', '.join(traj.used)}")
                 elif traj.offered_known and traj.offered:
                     pairer.note(f"{where}: a without-skills trial was offered skills {', '.join(traj.offered)}")
+                if not traj.used and (traj.present or (traj.offered_known and traj.offered)):
+                    shown = _presence(traj)
+                    meta["arm_issue"] = {"kind": "present", "detail": shown}
+                    present.append(f"{tname} ({shown})")
         else:
             meta["trajectory"] = None
             if side == ENABLED:  # a without-skills trial never needs one
                 meta["no_trajectory"] = traj.problem
                 no_traj.append(f"{tname} ({traj.problem})")
                 rec["use_logged"] = False
-                offered, source = _offered(None, t, offered_dir, _lock_skills(t.folder))
+                offered, source = _offered(None, t, offered_dir, _lock_skills(t.folder), shipped_by(t))
                 if offered:
                     rec["offered"], meta["offered_from"] = offered, source
-            elif traj.problem not in _NO_LOG:  # it has a log no reader could read: no leak check
-                unread_off.append(f"{tname} ({traj.problem})")
+            else:  # no leak check for it: named; `check` fails on it when its partner's log was read
+                meta["leak_check"] = traj.problem
+                if traj.problem not in _NO_LOG:  # it has a log no reader could read
+                    unread_off.append(f"{tname} ({traj.problem})")
         rec["meta"] = meta
         valid.setdefault((m, task, side), []).append((rec, where, tname, _started(t.data)))
     surplus: list[str] = []
@@ -474,7 +558,23 @@ def import_harbor(
                     "lock.json or the job's agent.skills: a broken arm): " + named(broken))
     if offered_unknown:
         pairer.note(f"{len(offered_unknown)} with-skills trial(s) with the offered list unknown (neither the "
-                    "agent's log, lock.json, the job's skill folders nor --offered says): " + named(offered_unknown))
+                    "agent's log, lock.json, the job's skill folders, --tasks nor --offered says): " + named(offered_unknown))
+    if no_task:
+        pairer.note(f"{len(no_task)} with-skills trial(s) whose task is not a folder of --tasks {tasks} (by the "
+                    "last part of config.task.path, then task_name): " + named(no_task))
+    if tasks is not None:
+        n_ship = sum(1 for v in shipped.values() if v)
+        pairer.note(f"--tasks {tasks}: {len(shipped)} task(s) found, {n_ship} ship skills in environment/skills/ "
+                    "(what their with-skills trials were offered, where the log, lock.json or the job do not say)")
+    if seen_on:
+        pairer.note(f"{len(seen_on)} with-skills trial(s) show skills present but unused (a listing of a skills "
+                    "folder; named as seen, never counted as used or as the offered list): " + named(seen_on, sep="; "))
+    if unloadable:
+        pairer.note(f"{len(unloadable)} skill(s) shipped but not loadable (the agent's log says it failed to load "
+                    "them): " + named(unloadable, sep="; "))
+    if present:
+        pairer.note(f"arm integrity: {len(present)} without-skills trial(s) had skills present (a broken arm, "
+                    "gated like a leak): " + named(present, sep="; "))
     if cut:
         pairer.note(f"{len(cut)} with-skills trajectory(ies) end before the agent's final result line (cut): "
                     "skill use after the cut is unseen, so their use is a floor (meta.trajectory_cut)")
@@ -488,4 +588,44 @@ def import_harbor(
         pairer.naming += f"; benchmark {benchmark!r} (--benchmark)"
     else:
         pairer.naming += "; benchmark 'harbor' (default)"
-    return pairer.finish()
+    records, report = pairer.finish()
+    unchecked = _mark_unchecked(records)
+    if unchecked:
+        import dataclasses
+
+        report = dataclasses.replace(report, notes=(*report.notes, (
+            f"arm integrity: the leak check was not possible for {len(unchecked)} without-skills trial(s) whose "
+            "with-skills partner's log was read (`check` fails on them unless --allow-leaks): " + named(unchecked))))
+    return records, report
+
+
+def _presence(traj: Trajectory) -> str:
+    """What a without-skills log shows of skills being there (a listing, a failed load, a list)."""
+    parts = []
+    if traj.seen:
+        parts.append(f"a listing of a skills folder shows {', '.join(traj.seen)}")
+    if traj.unloadable:
+        parts.append("the agent failed to load " + ", ".join(f"{s} ({why})" for s, why in traj.unloadable))
+    if not parts and traj.offered:
+        parts.append(f"its log lists {', '.join(traj.offered)} as offered")
+    return "; ".join(parts)
+
+
+def _mark_unchecked(records: list[dict[str, Any]]) -> list[str]:
+    """Without-skills records with no leak check (no log, or one no reader can read) whose
+    with-skills partner's log was read: `meta.arm_issue` kind "unchecked" (`check` fails closed on
+    them). Returns their trial names."""
+    enabled = {(r["model"], r["benchmark"], r["task_id"], r["epoch"]): r for r in records
+               if r.get("condition") == ENABLED and "arm" not in r}
+    out = []
+    for r in records:
+        meta = r.get("meta") or {}
+        if r.get("condition") != DISABLED or "arm" in r or "leak_check" not in meta:
+            continue
+        partner = enabled.get((r["model"], r["benchmark"], r["task_id"], r["epoch"]))
+        if partner is None or not (partner.get("meta") or {}).get("trajectory"):
+            continue
+        meta["arm_issue"] = {"kind": "unchecked", "detail": f"{meta['leak_check']}; its "
+                             "with-skills partner's log was read"}
+        out.append(str(meta.get("trial", r["task_id"])))
+    return out

@@ -128,10 +128,23 @@ def terminal_lines(h: dict[str, Any], width: int = WIDTH, max_lines: int = MAX_L
     layouts = [(library, action, measured, warnings), (library, action, measured, []), (library, action, [], []),
                (fit(library_text, 1) if lib else [], action, [], [])]
     layouts += [(layouts[-1][0], fit(action_text, k) if action_text else [], [], []) for k in (2, 1)]
-    for lib_lines, act_lines, meas_lines, warn_lines in layouts:
-        lines = head + models + lib_lines + act_lines + meas_lines + warn_lines
-        if len(lines) <= max_lines:
-            return lines
+    # still over: the integrity warning in 1 line when it has one kind of issue (only its names are
+    # cut), each reach line in 1 line, then any integrity warning in 1 line (the report has them whole)
+    heads = [(head, models)]
+    short_head = head[:1] + fit(f"⚠ {integrity}", 1) if integrity else head
+    if integrity and "; " not in integrity:
+        heads.append((short_head, models))
+    if reach:
+        short_reach = [ln for v in per_model[:MAX_MODEL_LINES] if v.get("reach")
+                       for ln in fit(f"Reach: {v['model']} {v['reach']['text']}", 1)]
+        heads.append((heads[-1][0], models[:len(models) - len(reach)] + short_reach))
+    if integrity:
+        heads.append((short_head, heads[-1][1]))
+    for top, mid in heads:
+        for lib_lines, act_lines, meas_lines, warn_lines in layouts:
+            lines = top + mid + lib_lines + act_lines + meas_lines + warn_lines
+            if len(lines) <= max_lines:
+                return lines
     return lines[:max_lines]
 
 

@@ -14,6 +14,12 @@ agent's skills folder (`.claude/skills/`, `.gemini/skills/`, `.agents/skills/`, 
 
 Not a use: a path inside content the agent writes (`write_file`, `Edit`, a heredoc), a listing of
 the skills folder, a path that names the skills folder without a file under a skill.
+
+Seen, not used: the skills a listing shows (`ls`/`find`/`tree` of a skills folder, or a list tool
+such as Gemini CLI's `list_directory`, with its output), and skills the agent failed to load (a log
+line "failed to load skill .../threejs/SKILL.md: invalid YAML": shipped, not loadable, with the
+log's reason). They prove skills were present, never that one was used or what the whole offered
+list was.
 """
 
 from __future__ import annotations
@@ -38,6 +44,17 @@ RUNNERS = {"python", "python3", "bash", "sh", "node", "npx", "uv", "pip", "bun",
 _SKILL_PATH = re.compile(r"(?:\.opencode/skill|skills)/([A-Za-z0-9][A-Za-z0-9_.\-]*)/([^\s'\"`;|&<>(){}]+)")
 _SEGMENTS = re.compile(r"\|\||&&|[;|\n]")
 MAX_COMMAND = 100_000  # characters of one command analysed (a longer one: its first part)
+LIST_TOOLS = {"list_directory", "ls", "list_dir", "list_files", "glob"}
+LISTERS = {"ls", "find", "tree"}
+#: a path naming a skills folder itself (`/root/.codex/skills`, `.agents/skills/`), or one skill's folder
+_SKILLS_DIR = re.compile(r"(?:^|/)(?:skills|\.opencode/skill)(?:/([A-Za-z0-9][A-Za-z0-9_.\-]*))?/?$")
+_LISTED_PATH = re.compile(r"(?:skills|\.opencode/skill)/([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:/|$)")
+_LONG_LS = re.compile(r"^[dl-][rwxsStT-]{9}[.+@]?\s")
+_FILE_LIKE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")
+_NOISE = ("total ", "Directory listing", "Command:", "Directory:", "Error:", "Exit Code", "Signal:",
+          "Background PIDs", "Process Group", "ls:", "find:", "tree:")
+_FAILED_LOAD = re.compile(r"failed to load skill\s+['\"`]?([^\s'\"`]*?(?:skills|\.opencode/skill)/"
+                          r"([A-Za-z0-9][A-Za-z0-9_.\-]*)/SKILL\.md)['\"`]?:?\s*([^\n\"]{0,200})", re.I)
 
 
 _DELIMS = frozenset(" \t\n\r'\"`;|&<>(){}=,")
@@ -67,6 +84,8 @@ class Uses:
     opened: dict[str, None] = field(default_factory=dict)  # activated, or SKILL.md read
     rules: dict[str, str] = field(default_factory=dict)  # skill -> the first rule that saw it used
     files: dict[str, dict[str, None]] = field(default_factory=dict)  # skill -> files read or run
+    seen: dict[str, None] = field(default_factory=dict)  # shown by a listing of a skills folder
+    unloadable: dict[str, str] = field(default_factory=dict)  # skill -> why the agent failed to load it
 
     def use(self, skill: str, rule: str, path: str | None = None) -> None:
         self.rules.setdefault(skill, rule)
@@ -81,8 +100,52 @@ class Uses:
             if isinstance(n, str) and n:
                 self.offered.setdefault(n, None)
 
+    # ---- skills seen in passing
+    def listing(self, target: str, output: Any) -> None:
+        """A listing of `target` (a path) whose output the log kept: a skills folder's listing shows
+        the skills in it; a listing of one skill's folder that printed something shows that skill."""
+        m = _SKILLS_DIR.search(target.rstrip())
+        if m is None or not isinstance(output, str) or not output.strip():
+            return
+        text = output[:MAX_COMMAND]
+        if m.group(1):  # one skill's own folder
+            if "No such file" not in text and "cannot access" not in text and "does not exist" not in text:
+                self.seen.setdefault(m.group(1), None)
+            return
+        for name in listed_skills(text):
+            self.seen.setdefault(name, None)
+
+    def shell_output(self, command: str, output: Any) -> None:
+        """A shell command and its output: when it only lists (ls, find, tree) and names a skills
+        folder, the skills its output shows are seen (`listing`)."""
+        if not isinstance(output, str) or ("skills" not in command and "skill" not in command):
+            return
+        command = command[:MAX_COMMAND]
+        segments = [s for s in _SEGMENTS.split(command) if s.strip()]
+        for seg in segments:
+            words = _words(seg)
+            if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") and \
+                    words[1] in ("-c", "-lc", "-lic", "-ic"):
+                self.shell_output(words[2], output)
+                return
+        if len(segments) != 1:  # several commands' output together: whose lines are whose is unknown
+            return
+        words = _words(segments[0])
+        if not words or words[0].rsplit("/", 1)[-1] not in LISTERS:
+            return
+        targets = [w for w in words[1:] if not w.startswith("-") and _SKILLS_DIR.search(w.rstrip())]
+        if len(targets) == 1:
+            self.listing(targets[0], output)
+
+    def log_line(self, text: str) -> None:
+        """A line of the agent's own output (stderr included): a failed skill load names the skill
+        and the reason ("failed to load skill /root/.codex/skills/threejs/SKILL.md: invalid YAML")."""
+        for m in _FAILED_LOAD.finditer(text[:MAX_COMMAND]):
+            reason = m.group(3).strip().rstrip("\\").strip() or "no reason given"
+            self.unloadable.setdefault(m.group(2), reason[:120])
+
     # ---- tool calls
-    def tool_call(self, name: Any, args: Any) -> None:
+    def tool_call(self, name: Any, args: Any, output: Any = None) -> None:
         """One tool call of any agent: `name` and its arguments (a dict, or a JSON string of one)."""
         if not isinstance(name, str):
             return
@@ -91,6 +154,12 @@ class Uses:
         if not isinstance(args, Mapping):
             return
         low = name.lower()
+        if output is not None and low in LIST_TOOLS:
+            for key in ("dir_path", "path", "directory", "absolute_path"):
+                if isinstance(args.get(key), str):
+                    self.listing(args[key], output)
+                    break
+            return
         if low in ACTIVATE:
             for key in ACTIVATE[low]:
                 v = args.get(key)
@@ -113,6 +182,8 @@ class Uses:
                     v = " ".join(x for x in v if isinstance(x, str))
                 if isinstance(v, str):
                     self.command(v)
+                    if output is not None:
+                        self.shell_output(v, output)
                     return
 
     def command(self, text: str) -> None:
@@ -129,11 +200,7 @@ class Uses:
             self._segment(segment)
 
     def _segment(self, segment: str) -> None:
-        try:
-            words = shlex.split(segment, comments=False, posix=True)
-        except ValueError:  # an unbalanced quote: plain words
-            words = segment.split()
-        words = [w for w in words if w]
+        words = _words(segment)
         while words and (("=" in words[0] and not words[0].startswith(("/", "."))) or words[0] in ("sudo", "env",
                                                                                                 "timeout", "time")):
             words = words[1:]
@@ -159,6 +226,42 @@ class Uses:
                 continue
             for skill, path in skill_files(w):
                 self.use(skill, rule, path)
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        words = shlex.split(segment, comments=False, posix=True)
+    except ValueError:  # an unbalanced quote: plain words
+        words = segment.split()
+    return [w for w in words if w]
+
+
+def listed_skills(output: str) -> list[str]:
+    """The skill names a listing of a skills folder printed: `ls` (one per line or in columns, and
+    `ls -l`), `find`/`ls -R` paths under the folder, `tree` lines, Gemini CLI's `[DIR] name`. Files
+    (a name with an extension: README.md) and hidden entries are not skills."""
+    names: dict[str, None] = {}
+    body = output
+    if "\nOutput: " in output or output.startswith("Output: "):  # Gemini CLI's shell tool framing
+        body = output.split("Output: ", 1)[1].split("\nError: ", 1)[0]
+    for line in body.splitlines():
+        line = line.strip().lstrip("│├└─` ").strip()
+        if not line or line.startswith(_NOISE) or line.endswith(":") or line == "(empty)":
+            continue
+        found = _LISTED_PATH.findall(line)
+        if found:
+            names.update(dict.fromkeys(found))
+            continue
+        if line.startswith(("[DIR]", "[FILE]")):
+            if line.startswith("[DIR]"):
+                names.setdefault(line[5:].strip().rstrip("/"), None)
+            continue
+        tokens = [line.split()[-1]] if _LONG_LS.match(line) else line.split()
+        for tok in tokens:
+            tok = tok.rstrip("/")
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", tok) and not _FILE_LIKE.search(tok):
+                names.setdefault(tok, None)
+    return [n for n in names if n and n not in (".", "..")]
 
 
 def _runs_directly(word: str) -> bool:

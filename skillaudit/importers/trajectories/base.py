@@ -58,6 +58,8 @@ class Trajectory:
     rules: tuple[tuple[str, str], ...] = ()  # (skill, the rule that first saw it used)
     files: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (skill, files of it read or run)
     format: str = ""  # the log format read
+    seen: tuple[str, ...] = ()  # shown by a listing of a skills folder, not used: present, never "used"
+    unloadable: tuple[tuple[str, str], ...] = ()  # (skill, the log's reason) of failed skill loads
 
     @classmethod
     def of(cls, uses: Uses, source: str, fmt: str, complete: bool = True) -> Trajectory:
@@ -66,7 +68,14 @@ class Trajectory:
         offered.update(dict.fromkeys(used))  # a used skill is always offered
         return cls(offered=tuple(offered), used=used, source=source, complete=complete,
                    offered_known=uses.offered_known, opened=tuple(uses.opened), rules=tuple(uses.rules.items()),
-                   files=tuple((k, tuple(v)) for k, v in uses.files.items()), format=fmt)
+                   files=tuple((k, tuple(v)) for k, v in uses.files.items()), format=fmt,
+                   seen=tuple(s for s in uses.seen if s not in uses.rules),
+                   unloadable=tuple(uses.unloadable.items()))
+
+    @property
+    def present(self) -> tuple[str, ...]:
+        """Skills the log shows were there without using them: seen in a listing, or failed to load."""
+        return tuple(dict.fromkeys([*self.seen, *(s for s, _ in self.unloadable)]))
 
     def meta(self) -> dict[str, object]:
         """What a record's `meta` keeps of it: the format, the rule per used skill, files per skill."""
@@ -77,4 +86,8 @@ class Trajectory:
             out["opened"] = list(self.opened)
         if self.files:
             out["skill_files"] = {k: list(v) for k, v in self.files}
+        if self.seen:
+            out["seen_skills"] = list(self.seen)
+        if self.unloadable:
+            out["unloadable_skills"] = dict(self.unloadable)
         return out

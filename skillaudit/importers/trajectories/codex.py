@@ -5,7 +5,9 @@ is: a `command_execution` (`command`, often `bash -lc '...'`) goes through the s
 (reads and runs of a skill's files); an `mcp_tool_call` (`tool`, `arguments`) through the tool
 rules, and a completed one whose arguments name a skill's file (`read_mcp_resource` of
 `file:/root/.codex/skills/pdf/SKILL.md`) is a read ("mcp read"; a failed one read nothing); a
-`file_change` (a write) is never a use. A `turn.completed` or `turn.failed` line closes
+`file_change` (a write) is never a use. A listing command's `aggregated_output` shows skills
+present (seen, not used); a line "failed to load skill .../SKILL.md: reason" (Codex's stderr, kept
+in the log by Harbor) names a skill shipped but not loadable. A `turn.completed` or `turn.failed` line closes
 the run: without one the log was cut. Codex's events do not list the skills offered.
 
 Tested on a scripted trace written to the documented schema (no public real log with skill use
@@ -45,10 +47,12 @@ def read_codex(path: str) -> Trajectory:
     try:
         # streamed: only the lines that can say something are kept (events are counted as seen)
         lines = [ln.strip() for ln in log_lines(path)
-                 if b'"item.completed"' in ln or b'"turn.' in ln or b'"thread.' in ln]
+                 if b'"item.completed"' in ln or b'"turn.' in ln or b'"thread.' in ln or b"to load skill" in ln]
     except InputError as exc:
         return Trajectory(source=path, problem=str(exc))
     for line in lines:
+        if b"to load skill" in line:  # Codex's stderr (or an error event): a skill shipped, not loadable
+            uses.log_line(line.decode("utf-8", "replace"))
         if not line.startswith(b"{"):
             continue
         try:
@@ -67,6 +71,7 @@ def read_codex(path: str) -> Trajectory:
         itype = item.get("type", item.get("item_type"))
         if itype == "command_execution" and isinstance(item.get("command"), str):
             uses.command(item["command"])
+            uses.shell_output(item["command"], item.get("aggregated_output"))
         elif itype == "mcp_tool_call":
             uses.tool_call(item.get("tool"), item.get("arguments"))
             _mcp_read(uses, item)

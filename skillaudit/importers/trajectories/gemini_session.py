@@ -3,7 +3,8 @@
 
 Each tool call goes through the shared rules (`activate_skill` is an activation, `read_file` a
 read, `run_shell_command` a shell command); a call whose status is `error` or `cancelled` did
-not run and is no use. The offered skills are in the `activate_skill` tool's description,
+not run and is no use; a listing (`list_directory`, or `ls` through the shell) of a skills folder
+shows the skills present (seen, never used). The offered skills are in the `activate_skill` tool's description,
 "(Available: 'a', 'b')": visible only when the agent called it at least once.
 """
 
@@ -23,6 +24,17 @@ _QUOTED = re.compile(r"'([^']+)'")
 
 def is_session(doc: object) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("messages"), list) and "sessionId" in doc
+
+
+def _output(call: dict) -> str | None:
+    """A tool call's output text (`result[].functionResponse.response.output`, else `resultDisplay`)."""
+    for part in call.get("result") if isinstance(call.get("result"), list) else ():
+        fr = part.get("functionResponse") if isinstance(part, dict) else None
+        resp = fr.get("response") if isinstance(fr, dict) else None
+        if isinstance(resp, dict) and isinstance(resp.get("output"), str):
+            return resp["output"]
+    disp = call.get("resultDisplay")
+    return disp if isinstance(disp, str) else None
 
 
 def read_gemini_session(path: str) -> Trajectory:
@@ -45,5 +57,5 @@ def read_gemini_session(path: str) -> Trajectory:
                     uses.offer(_QUOTED.findall(m.group(1)))
             if call.get("status") in ("error", "cancelled"):
                 continue
-            uses.tool_call(call.get("name"), call.get("args"))
+            uses.tool_call(call.get("name"), call.get("args"), _output(call))
     return Trajectory.of(uses, path, FORMAT)
