@@ -40,27 +40,58 @@ def _args(tmp_path: Path, *extra: str) -> list[str]:
             "--out", str(tmp_path / "runs.jsonl"), *extra]
 
 
-def test_dry_run_writes_two_configs_differing_only_in_the_skills(tmp_path, monkeypatch):
-    """--dry-run writes the two job configs and prints the commands; it needs no Harbor."""
+def test_dry_run_writes_one_job_whose_two_agents_differ_only_in_the_skills(tmp_path, monkeypatch):
+    """--dry-run writes one job config with two agents identical but for `skills` (Harbor builds a
+    job's trials task by task, agents innermost: each task's arms run side by side) and prints the
+    one command; it needs no Harbor."""
     monkeypatch.setenv("SKILLAUDIT_HARBOR", str(tmp_path / "no-such-harbor"))
     res = CliRunner().invoke(cli, _args(tmp_path, "--dry-run", "--trials", "3", "--n-concurrent", "2",
                                         "--harbor-arg", "--timeout-multiplier=2"))
     assert res.exit_code == 0, res.output
     jobs = tmp_path / "runs.jsonl.harbor"
+    assert sorted(p.name for p in jobs.iterdir()) == ["runs.config.json"]
+    cfg = json.loads((jobs / "runs.config.json").read_text())
+    on, off = cfg["agents"]
+    assert on["skills"] == [str((tmp_path / "skills").resolve())] and off["skills"] == []
+    assert {k: v for k, v in on.items() if k != "skills"} == {k: v for k, v in off.items() if k != "skills"} == {
+        "name": "terminus-2", "model_name": "openai/qwen2.5-coder-0.5b-instruct",
+        "kwargs": {"api_base": "http://127.0.0.1:8765/v1", "max_turns": 6}}
+    assert cfg["n_attempts"] == 3 and cfg["n_concurrent_trials"] == 2 and cfg["environment"] == {"type": "docker"}
+    assert cfg["job_name"] == "runs"
+    commands = [ln for ln in res.output.splitlines() if " run -c " in ln]
+    assert len(commands) == 1 and commands[0].endswith(f"run -c {jobs / 'runs.config.json'} -y --timeout-multiplier=2")
+    assert not (tmp_path / "runs.jsonl").exists()
+
+
+def test_a_dataset_whose_tasks_ship_skills_is_refused_unless_a_skills_free_copy_is_given(tmp_path, monkeypatch):
+    """A task with environment/skills/ (SkillsBench) has its skills in both arms: refused in one
+    line naming the tasks; with --no-skills-dataset (a copy without them) the arms are two jobs,
+    each with half of --n-concurrent; a copy that still ships skills is refused too."""
+    monkeypatch.setenv("SKILLAUDIT_HARBOR", str(tmp_path / "no-such-harbor"))
+    ds = _dataset(tmp_path)
+    (ds / "status-report" / "environment" / "skills" / "fmt").mkdir(parents=True)
+    (ds / "status-report" / "environment" / "skills" / "fmt" / "SKILL.md").write_text("---\nname: fmt\n---\n")
+    res = CliRunner().invoke(cli, _args(tmp_path, "--dry-run"))
+    assert res.exit_code == 2 and res.output.count("\n") == 1
+    assert res.output == (f"Error: --dataset {ds}: 1 task(s) ship their own skills in environment/skills/ "
+                          "(status-report (fmt)): a no-skills arm cannot be made by injection; give "
+                          "--no-skills-dataset DIR, a copy of the tasks without their skills\n")
+    res = CliRunner().invoke(cli, _args(tmp_path, "--dry-run", "--no-skills-dataset", str(ds)))
+    assert res.exit_code == 2 and "still ship skills" in res.output
+    free = tmp_path / "free"
+    for t in ("hello-file", "status-report"):
+        (free / t).mkdir(parents=True)
+        (free / t / "task.toml").write_text('version = "1.0"\n')
+    res = CliRunner().invoke(cli, _args(tmp_path, "--dry-run", "--no-skills-dataset", str(free),
+                                        "--n-concurrent", "4"))
+    assert res.exit_code == 0, res.output
+    jobs = tmp_path / "runs.jsonl.harbor"
     on = json.loads((jobs / "runs-skills.config.json").read_text())
     off = json.loads((jobs / "runs-noskills.config.json").read_text())
-    assert on["agents"][0]["skills"] == [str((tmp_path / "skills").resolve())] and off["agents"][0]["skills"] == []
-    for cfg in (on, off):
-        cfg["agents"][0].pop("skills")
-        cfg.pop("job_name")
-    assert on == off
-    assert on["n_attempts"] == 3 and on["n_concurrent_trials"] == 2 and on["environment"] == {"type": "docker"}
-    assert on["agents"][0] == {"name": "terminus-2", "model_name": "openai/qwen2.5-coder-0.5b-instruct",
-                               "kwargs": {"api_base": "http://127.0.0.1:8765/v1", "max_turns": 6}}
-    lines = res.output.splitlines()
-    assert any(ln.endswith(f"run -c {jobs / 'runs-skills.config.json'} -y --timeout-multiplier=2") for ln in lines)
-    assert any(f"run -c {jobs / 'runs-noskills.config.json'} -y" in ln for ln in lines)
-    assert not (tmp_path / "runs.jsonl").exists()
+    assert on["n_concurrent_trials"] == off["n_concurrent_trials"] == 2
+    assert on["datasets"] == [{"path": str(ds.resolve())}] and off["datasets"] == [{"path": str(free.resolve())}]
+    assert on["agents"][0]["skills"] and off["agents"][0]["skills"] == []
+    assert len([ln for ln in res.output.splitlines() if " run -c " in ln]) == 2
 
 
 def test_without_harbor_the_run_says_how_to_install_it(tmp_path, monkeypatch):
@@ -72,9 +103,11 @@ def test_without_harbor_the_run_says_how_to_install_it(tmp_path, monkeypatch):
 
 FAKE_HARBOR = r'''#!PYTHON
 """A stand-in for `harbor run -c CONFIG` / `harbor jobs resume -p FOLDER`: writes one trial per
-task whose reward is 1 with skills on status-report and 0 otherwise (hello-file passes both ways);
-the with-skills status-report trial's ATIF reads the skill."""
-import json, os, sys
+task, attempt and agent (agents innermost, as Harbor's job plan builds them), each result.json
+carrying its own config.agent (skills included) and the job's id; the reward is 1 with skills on
+status-report and 0 otherwise (hello-file passes both ways); the with-skills status-report trial's
+ATIF reads the skill."""
+import json, os, sys, time
 from pathlib import Path
 
 args = sys.argv[1:]
@@ -87,25 +120,27 @@ cfg = json.loads(Path(args[args.index("-c") + 1]).read_text())
 job = Path(cfg["jobs_dir"]) / cfg["job_name"]
 job.mkdir(parents=True)
 (job / "config.json").write_text(json.dumps(cfg))
-agent = cfg["agents"][0]
-on = bool(agent["skills"])
-for task in ("hello-file", "status-report"):
+tasks = cfg["datasets"][0].get("task_names") or ["hello-file", "status-report"]
+for task in tasks:
     for k in range(cfg["n_attempts"]):
-        trial = job / f"{task}__t{k}{'s' if on else 'n'}"
-        (trial / "agent").mkdir(parents=True)
-        steps = [{"step_id": 1, "source": "user", "message": "<available_skills><skill><name>status-report</name>"
-                  "</skill></available_skills>" if on else "do it"}]
-        if on and task == "status-report":
-            steps.append({"step_id": 2, "source": "agent", "tool_calls": [
-                {"tool_call_id": "c1", "function_name": "bash_command",
-                 "arguments": {"keystrokes": "cat /runtime/skills/status-report/SKILL.md\n"}}]})
-        (trial / "agent" / "trajectory.json").write_text(json.dumps({"schema_version": "ATIF-v1.8", "steps": steps}))
-        reward = 1.0 if (task == "hello-file" or on) else 0.0
-        (trial / "result.json").write_text(json.dumps({
-            "task_name": task, "trial_name": trial.name, "started_at": f"2026-01-01T00:00:0{k}Z",
-            "config": {"agent": {"name": agent["name"], "model_name": agent.get("model_name"),
-                                 "skills": agent["skills"]}},
-            "verifier_result": {"rewards": {"reward": reward}}, "exception_info": None}))
+        for agent in cfg["agents"]:
+            on = bool(agent["skills"])
+            trial = job / f"{task}__t{k}{'s' if on else 'n'}"
+            (trial / "agent").mkdir(parents=True)
+            steps = [{"step_id": 1, "source": "user", "message": "<available_skills><skill><name>status-report</name>"
+                      "</skill></available_skills>" if on else "do it"}]
+            if on and task == "status-report":
+                steps.append({"step_id": 2, "source": "agent", "tool_calls": [
+                    {"tool_call_id": "c1", "function_name": "bash_command",
+                     "arguments": {"keystrokes": "cat /runtime/skills/status-report/SKILL.md\n"}}]})
+            (trial / "agent" / "trajectory.json").write_text(json.dumps({"schema_version": "ATIF-v1.8", "steps": steps}))
+            reward = 1.0 if (task == "hello-file" or on) else 0.0
+            (trial / "result.json").write_text(json.dumps({
+                "task_name": task, "trial_name": trial.name, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "config": {"job_id": cfg["job_name"] + "-id", "task": {"path": f"/elsewhere/{task}"},
+                           "agent": {"name": agent["name"], "model_name": agent.get("model_name"),
+                                     "skills": agent["skills"]}},
+                "verifier_result": {"rewards": {"reward": reward}}, "exception_info": None}))
 print("done")
 '''
 
@@ -142,8 +177,8 @@ def test_a_run_imports_and_pairs_the_trials_and_resumes(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert "wrote 0 record(s) (4 pairs), skipped 8 already logged" in res.output
     calls = (tmp_path / "calls.log").read_text().splitlines()
-    assert [c.split()[0] for c in calls] == ["run", "run", "jobs", "jobs"]
-    assert calls[2].startswith("jobs resume -p ")
+    assert [c.split()[0] for c in calls] == ["run", "jobs"]  # one job with both arms, then resumed
+    assert calls[1] == f"jobs resume -p {tmp_path / 'runs.jsonl.harbor' / 'runs'}"
 
 
 def test_a_failing_harbor_is_an_error_naming_the_job(tmp_path, monkeypatch):
@@ -153,7 +188,7 @@ def test_a_failing_harbor_is_an_error_naming_the_job(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLAUDIT_HARBOR", str(exe))
     res = CliRunner().invoke(cli, _args(tmp_path))
     assert res.exit_code == 2 and res.output.count("\n") == 1
-    assert "harbor (enabled job) exited 3: docker daemon not reachable" in res.output
+    assert "harbor (job runs) exited 3: docker daemon not reachable" in res.output
     assert not (tmp_path / "runs.jsonl").exists()
     assert os.path.isdir(tmp_path / "runs.jsonl.harbor")
 
@@ -231,8 +266,9 @@ def test_reuse_reruns_only_the_tasks_whose_used_skill_changed(tmp_path, monkeypa
     res = reuse("body.jsonl")
     assert res.exit_code == 0, res.output
     assert "re-ran 1 of 2 tasks with skills (1 a skill it used changed)" in res.output
-    cfg = json.loads((tmp_path / "body.jsonl.jobs" / "body-skills-reuse.config.json").read_text())
+    cfg = json.loads((tmp_path / "body.jsonl.jobs" / "body-reuse.config.json").read_text())
     assert cfg["datasets"][0]["task_names"] == ["status-report"]
+    assert len(cfg["agents"]) == 1 and cfg["agents"][0]["skills"]  # the with-skills agent only
     recs = [json.loads(x) for x in (tmp_path / "body.jsonl").read_text().splitlines()]
     assert len(recs) == 4 and sorted((r["task_id"], r["condition"]) for r in recs) == sorted(
         (t, c) for t in ("hello-file", "status-report") for c in ("enabled", "disabled"))

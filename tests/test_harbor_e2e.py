@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 
 from skillaudit.cli import cli
 from skillaudit.engine.harbor import find_harbor
+from skillaudit.importers.harbor import import_harbor
 
 pytestmark = pytest.mark.harbor
 MINI = Path(os.environ.get("SKILLAUDIT_HARBOR_MINI")
@@ -52,7 +54,7 @@ def test_terminus2_with_and_without_the_skill_pairs_as_the_script_implies(tmp_pa
             "run", "--engine", "harbor", "--dataset", str(MINI), "--agent-name", "terminus-2",
             "--model", "openai/scripted", "--agent-kwarg", f"api_base={srv.url}",
             "--agent-kwarg", "record_terminal_session=false", "--agent-kwarg", "max_turns=6",
-            "--skills", str(MINI / "skills"), "--env", "docker", "--n-concurrent", "3", "--out", str(out)])
+            "--skills", str(MINI / "skills"), "--env", "docker", "--n-concurrent", "2", "--out", str(out)])
     wall = time.monotonic() - t0
     assert res.exit_code == 0, res.output
     print(f"harbor end-to-end: {wall:.0f} s wall\n{res.output}")
@@ -67,3 +69,18 @@ def test_terminus2_with_and_without_the_skill_pairs_as_the_script_implies(tmp_pa
     metrics = json.loads(CliRunner().invoke(cli, ["metrics", str(out), "--json"]).output)
     [g] = [g for g in metrics["groups"] if g["benchmark"] == "*"]
     assert (g["n_pairs"], g["n_cond"], g["cond_b"], g["cond_c"], g["rae"]) == (3, 1, 1, 0, 1.0)
+    # one job, both arms: each task's two trials started side by side (Harbor: agents innermost)
+    job = tmp_path / "runs.jsonl.harbor" / "runs"
+    starts: dict[str, dict[str, datetime]] = {}
+    for res_file in job.glob("*/result.json"):
+        doc = json.loads(res_file.read_text())
+        side = "enabled" if doc["config"]["agent"].get("skills") else "disabled"
+        starts.setdefault(doc["task_name"], {})[side] = datetime.fromisoformat(doc["started_at"])
+    for task, arms in sorted(starts.items()):
+        gap = abs((arms["enabled"] - arms["disabled"]).total_seconds())
+        print(f"{task}: with skills started {arms['enabled'].isoformat()}, without {arms['disabled'].isoformat()} "
+              f"({gap:.1f} s apart)")
+        assert gap <= 10, (task, gap)
+    # the real job imports into its 3 pairs with no side options (each trial's own agent.skills)
+    records, report = import_harbor([str(job)])
+    assert report.pairs == 3 and all(r["meta"]["side_from"].startswith("config.agent.skills") for r in records)

@@ -388,3 +388,34 @@ def test_offered_from_the_tasks_own_skills_folder(tmp_path):
     doc = json.loads((tmp_path / "rep2" / "audit.json").read_text())
     [r] = [v["reach"] for v in doc["headline"]["per_model"] if v.get("reach")]
     assert r["n_offered"] in (0, None)
+
+
+def test_one_job_with_both_arms_and_many_agents_imports_without_side_options(tmp_path):
+    """Issue 53: a job whose agents differ only in `skills` (as `run --engine harbor` writes it; here
+    with two agents x models mixed in, as SkillsBench's archive jobs are): each trial's side comes
+    from its own config.agent.skills, no --enabled / --disabled needed, one pair per agent, model
+    and task. Given under --disabled, the with-skills trials keep their config's side and are named
+    as conflicts that fail `check`."""
+    job = tmp_path / "myjob"
+    for task in ("t1", "t2"):
+        for agent, model in (("codex", "gpt"), ("terminus-2", "qwen")):
+            for on in (True, False):
+                _trial(job / f"{task}__{agent}{'S' if on else 'N'}", task_name=task,
+                       config={"job_id": "j1", "agent": {"name": agent, "model_name": model,
+                                                         "skills": ["/x/skills"] if on else []}},
+                       verifier_result={"rewards": {"reward": 1.0 if on or task == "t1" else 0.0}})
+    records, report = import_harbor([str(job)])
+    assert report.pairs == 4 and len(records) == 8
+    assert sorted({r["model"] for r in records}) == ["codex:gpt", "terminus-2:qwen"]
+    assert all(r["meta"]["side_from"].startswith("config.agent.skills") for r in records)
+    assert "sides from config.agent.skills (8 trial(s))" in report.naming
+    log = tmp_path / "runs.jsonl"
+    res = CliRunner().invoke(cli, ["import", "harbor", "--disabled", str(job), "-o", str(log)])
+    assert res.exit_code == 0, res.output
+    assert ("note: arm integrity: 4 trial(s) whose sources disagree on the side (an option says one, the trial's "
+            "config.agent.skills the other; the config decides, `check` fails on them): t1__codexS, "
+            "t1__terminus-2S, t2__codexS, t2__terminus-2S") in res.output
+    res = CliRunner().invoke(cli, ["check", str(log)])
+    assert res.exit_code == 1
+    assert ("FAIL integrity: side conflict: codex:gpt t1 (epoch 1), trial t1__codexS: given as --disabled "
+            f"({job}), but its config's agent.skills is ['/x/skills']: counted as enabled") in res.output

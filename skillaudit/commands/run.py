@@ -100,8 +100,11 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option("--reuse-skills", type=click.Path(), default=None,
               help="With --reuse: the library the old log was made with (for logs without skill hashes).")
 @click.option("--dry-run", is_flag=True, help="With --reuse: print the skillaudit.plan/v1 and run nothing; with "
-              "--engine harbor: write the two job configs, print the commands, run nothing.")
+              "--engine harbor: write the job config (both arms in one job), print the command, run nothing.")
 @click.option("--dataset", default=None, help="With --engine harbor: a Harbor dataset folder or registry name@version.")
+@click.option("--no-skills-dataset", default=None, type=click.Path(file_okay=False),
+              help="With --engine harbor: a copy of the dataset's tasks without the skills they ship "
+                   "(environment/skills/); the arms then run as two jobs started together.")
 @click.option("--agent-name", default=None, help="With --engine harbor: Harbor's agent (claude-code, codex, "
               "gemini-cli, openhands, terminus-2, ...); --model is its model.")
 @click.option("--env", "harbor_env", default="docker", show_default=True,
@@ -171,7 +174,8 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @reports_errors
 def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, engine: str, skills_mode: str,
             episode_timeout: float | None, threshold: float, reuse_path: str | None, reuse_skills: str | None,
-            dry_run: bool, dataset: str | None, agent_name: str | None, harbor_env: str, trials: int,
+            dry_run: bool, dataset: str | None, no_skills_dataset: str | None, agent_name: str | None,
+            harbor_env: str, trials: int,
             n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...], jobs_dir: str | None,
             data: str | None, skills_path: str, endpoint: str | None, model_name: str | None,
             model_label: str | None, api_key_env: str, out_path: str, limit: int | None,
@@ -197,9 +201,9 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
     if engine == "harbor":
         return _run_harbor(dataset, agent_name, skills_path, out_path, model_name, harbor_env, trials, n_concurrent,
                            agent_kwargs, harbor_args, task_ids, jobs_dir, model_label, dry_run, as_json, quiet,
-                           reuse_path)
-    if dataset or agent_name:
-        raise InputError("--dataset and --agent-name go with --engine harbor")
+                           reuse_path, no_skills_dataset)
+    if dataset or agent_name or no_skills_dataset:
+        raise InputError("--dataset, --no-skills-dataset and --agent-name go with --engine harbor")
     if (benchmark is None) == (tasks_file is None):
         raise InputError("give one of --benchmark or --tasks FILE")
     if agent_spec in ("search", "catalog"):  # the built-in chat loops, by their plugin names
@@ -263,7 +267,7 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
 def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, out_path: str, model: str | None,
                 env: str, trials: int, n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...],
                 task_ids: tuple[str, ...], jobs_dir: str | None, model_label: str | None, dry_run: bool,
-                as_json: bool, quiet: bool, reuse: str | None = None) -> None:
+                as_json: bool, quiet: bool, reuse: str | None = None, no_skills_dataset: str | None = None) -> None:
     """`run --engine harbor`: the maintainer's own agent under Harbor (skillaudit.engine.harbor)."""
     from ..engine.harbor import HarborRun, run_harbor
 
@@ -278,7 +282,8 @@ def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, o
     _out_is_not_an_input(out_path, {"--skills": skills_path, "--dataset": dataset, "--reuse": reuse})
     hr = HarborRun(dataset=dataset, agent_name=agent_name, skills=skills_path, out=out_path, model=model, env=env,
                    trials=trials, n_concurrent=n_concurrent, agent_kwargs=tuple(kwargs), harbor_args=harbor_args,
-                   task_ids=task_ids, jobs_dir=jobs_dir, model_label=model_label, reuse=reuse)
+                   task_ids=task_ids, jobs_dir=jobs_dir, model_label=model_label, reuse=reuse,
+                   no_skills_dataset=no_skills_dataset)
     summary = run_harbor(hr, dry_run=dry_run, quiet=quiet or as_json, say=lambda m: click.echo(m, err=not dry_run))
     if as_json:
         emit_json(summary.to_dict())

@@ -5,10 +5,14 @@ A Harbor *trial* is a folder holding `result.json` (`task_name`, `trial_name`, `
 agent's trajectory under `agent/`. A *job* is a folder of trials with its own `result.json`
 (`n_total_trials`, `stats.evals.*.reward_stats` / `exception_stats` naming its trials).
 
-- Sides: `--enabled PATH...` / `--disabled PATH...`, or with bare paths from the words of the
-  path (`with-skills` / `skills` -> enabled; `without-skills`, `no-skills`, `noskills` -> disabled),
-  from the input's own name down to the trial; a path with words of both sides is an error naming
-  it; then `config.trials_dir` and `trial_uri`. The summary says which word decided.
+- Sides: a trial's own config (`config.agent.skills`: skill folders -> enabled, none -> disabled)
+  when its job injected skills into some trial (one job with both arms: two agents that differ only
+  in `skills`, as `run --engine harbor` writes it); else `--enabled PATH...` / `--disabled
+  PATH...`; else, with bare paths, the words of the path (`with-skills` / `skills` -> enabled;
+  `without-skills`, `no-skills`, `noskills` -> disabled), from the input's own name down to the
+  trial (a path with words of both sides is an error naming it), then `config.trials_dir` and
+  `trial_uri`. The summary says which decided. A trial given by an option whose config says the
+  other side takes its config's side and is a conflict (`meta.arm_issue`; `check` fails on it).
 - Per trial: task = `task_name` (a string; `task_id` is an object in Harbor and is never used);
   model = `<agent>:<model>` (`config.agent.name` / `agent_info.name`, `config.agent.model_name` /
   `agent_info.model_info.name`); correct = reward >= `--threshold`. A trial with a verifier reward
@@ -175,12 +179,65 @@ def _classify(path: str, folder: str | None, arg: str, side: str | None, how: st
                         src, detail = f"the word {word!r} in {name}", text
                         break
                     s = None
-        if s is None:
-            raise ImportFormatError(f"{path}: cannot tell the side from the path {rel!r} (no with-skills / "
-                                    "without-skills / skills / noskills word); give --enabled / --disabled")
+        if s is None:  # decided later from the trial's own config when its job injected skills
+            src, detail = "", rel
         trials.append(_Trial(path, folder, s, src, data, detail))
     else:
         trials.append(_Trial(path, folder, side, how, data, arg))
+
+
+CONFIG_SIDE = "config.agent.skills"
+
+
+def _job_of(t: _Trial) -> str | None:
+    """Which job a trial belongs to: its config's `job_id`, else its folder's parent (None for a
+    flattened result file)."""
+    cfg = t.data.get("config") if isinstance(t.data.get("config"), dict) else {}
+    if isinstance(cfg.get("job_id"), str) and cfg["job_id"]:
+        return "id:" + cfg["job_id"]
+    return "dir:" + os.path.dirname(os.path.realpath(t.folder)) if t.folder is not None else None
+
+
+def _passed_over_side(folder: str, rel: str) -> str | None:
+    """The side of a trial folder without result.json: enabled when its config.json's agent.skills
+    names skill folders; else the words of its path; else disabled when that list is empty."""
+    path = os.path.join(folder, "config.json")
+    try:
+        cfg = load_json(path, "a Harbor trial config.json") if os.path.isfile(path) else {}
+    except InputError:
+        cfg = {}
+    agent = cfg.get("agent") if isinstance(cfg, dict) and isinstance(cfg.get("agent"), dict) else {}
+    if isinstance(agent.get("skills"), list) and agent["skills"]:
+        return ENABLED
+    side, _, ambiguous = _side_of_text(rel)
+    if side is None and isinstance(agent.get("skills"), list):
+        return DISABLED  # an explicit empty list, in a folder whose words say nothing
+    return None if ambiguous else side
+
+
+def _decide_sides(trials: list[_Trial]) -> list[str]:
+    """Each trial's side from its own config's `agent.skills` when its job injected skills (some
+    trial of the job has a non-empty list: one job with both arms, as `run --engine harbor` writes
+    it); else --enabled / --disabled; else the path's words (set by `_classify`). A trial put on a
+    side by --enabled / --disabled whose config says the other is a conflict: it takes its
+    config's side and is returned (named in the note; `check` fails on it)."""
+    injected = {_job_of(t) for t in trials if _job_skill_dirs(t.data)} - {None}
+    conflicts = []
+    for t in trials:
+        if _job_of(t) not in injected:
+            if t.side is None:
+                raise ImportFormatError(f"{t.path}: cannot tell the side from the path {t.detail!r} (no with-skills / "
+                                        "without-skills / skills / noskills word, and its job injected no skills "
+                                        "(config.agent.skills)); give --enabled / --disabled")
+            continue
+        dirs = _job_skill_dirs(t.data)
+        side = ENABLED if dirs else DISABLED
+        if t.how in ("--enabled", "--disabled") and t.side != side:
+            conflicts.append(t)
+            t.data = {**t.data, "_conflict": f"given as {t.how} ({t.detail}), but its config's agent.skills is "
+                                            f"{dirs or []}: counted as {side}"}
+        t.side, t.how, t.detail = side, CONFIG_SIDE, f"{dirs or []}"
+    return sorted(os.path.basename(t.folder or t.path) for t in conflicts)
 
 
 # ---------------------------------------------------------------- trajectories
@@ -389,11 +446,16 @@ def import_harbor(
     for arg in paths:
         pairer.source(arg)
         _collect(arg, None, "", trials, jobs, links, passed_over)
+    conflicts = _decide_sides(trials)
+    if conflicts:
+        pairer.note(f"arm integrity: {len(conflicts)} trial(s) whose sources disagree on the side (an option says "
+                    "one, the trial's config.agent.skills the other; the config decides, `check` fails on them): "
+                    + named(conflicts))
     if links:
         pairer.note(f"{len(links)} symbolic link(s) inside the inputs were not followed: {named(links)}")
     if passed_over:  # never silent: a trial that left no outcome is named (once), and what it costs
         passed_over = list({real: (real, rel, sd) for real, rel, sd in reversed(passed_over)}.values())[::-1]
-        off = [rel for _, rel, sd in passed_over if sd == DISABLED]
+        off = [rel for real, rel, sd in passed_over if (sd or _passed_over_side(real, rel)) == DISABLED]
         pairer.note(f"{len(passed_over)} trial folder(s) have a config.json and an agent log but no result.json "
                     f"(no outcome): passed over: {named([rel for _, rel, _ in passed_over])}"
                     + (f"; the leak check was not possible for {len(off)} without-skills trial(s)" if off else ""))
@@ -453,6 +515,8 @@ def import_harbor(
         if exc is not None:
             meta["exception"] = exc
             rewarded_exc += 1
+        if "_conflict" in t.data:
+            meta["arm_issue"] = {"kind": "conflict", "detail": t.data["_conflict"]}
         if traj.problem is None:
             meta["trajectory"] = traj.source
             meta.update(traj.meta())
