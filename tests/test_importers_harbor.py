@@ -419,3 +419,23 @@ def test_one_job_with_both_arms_and_many_agents_imports_without_side_options(tmp
     assert res.exit_code == 1
     assert ("FAIL integrity: side conflict: codex:gpt t1 (epoch 1), trial t1__codexS: given as --disabled "
             f"({job}), but its config's agent.skills is ['/x/skills']: counted as enabled") in res.output
+
+
+def test_a_passed_over_folder_is_named_before_the_error_when_nothing_pairs(tmp_path):
+    """Issue 53: when nothing pairs (exit 2), the lines before the error still name the trial folder
+    without result.json; with bare paths its side comes from its path's words (or its config's
+    agent.skills), so the note still says what it costs."""
+    _trial(tmp_path / "with-skills" / "t1__a")
+    gap = tmp_path / "noskills" / "t1__gap"
+    (gap / "agent").mkdir(parents=True)
+    (gap / "config.json").write_text(json.dumps({"task": {"path": "t1"}, "agent": {"skills": []}}))
+    (gap / "agent" / "codex.txt").write_text('{"type":"thread.started"}\n')
+    res = CliRunner().invoke(cli, ["import", "harbor", str(tmp_path / "with-skills"), str(tmp_path / "noskills"),
+                                   "-o", str(tmp_path / "o.jsonl")])
+    assert res.exit_code == 2
+    lines = res.output.splitlines()
+    assert lines[-1].startswith("Error: nothing to write: no enabled run pairs with a disabled run")
+    [note] = [ln for ln in lines if "no result.json" in ln]
+    assert "noskills/t1__gap" in note and note.endswith("the leak check was not possible for 1 without-skills "
+                                                        "trial(s)")
+    assert lines.index(note) < len(lines) - 1 and not (tmp_path / "o.jsonl").exists()

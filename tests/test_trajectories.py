@@ -347,3 +347,83 @@ def test_listings_show_skills_seen_never_used():
     assert u.rules == {}  # a listing is never use
     u.log_line("WARN failed to load skill /root/.codex/skills/threejs/SKILL.md: invalid YAML")
     assert u.unloadable == {"threejs": "invalid YAML"}
+
+
+# ---------------------------------------------------------------- JSON logs streamed (issue 53)
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 22])
+def test_json_items_equals_a_whole_parse_at_every_chunk_boundary(tmp_path, monkeypatch, chunk):
+    """The streamed top level equals json.load of the same document whatever the chunk size cuts
+    (numbers, escapes, multi-byte characters, long strings, nested arrays, empty arrays, pretty
+    printing); bad documents are one line naming the file and the character offset."""
+    from skillaudit.importers.trajectories import stream
+
+    monkeypatch.setattr(stream, "CHUNK", chunk)
+    docs = [
+        {"schema_version": "ATIF-v1.8", "n": 1234567890123, "f": -1.5e-7, "t": True, "z": None, "e": [],
+         "steps": [{"id": i, "s": "é—✓\\\"x" * (i % 3), "deep": [[1, [2.25, {"a": "b"}]]], "big": "y" * 300}
+                   for i in range(12)], "tail": {"k": [3, 4]}},
+        [{"episode": 0, "prompt": "p"}, 12, "s", [], {}],
+        {}, [],
+    ]
+    for i, doc in enumerate(docs):
+        for indent in (None, 1):
+            p = tmp_path / f"d{i}-{indent}.json"
+            p.write_text(json.dumps(doc, indent=indent, ensure_ascii=False), encoding="utf-8")
+            got = list(stream.json_items(str(p)))
+            if isinstance(doc, list):
+                assert got == [(None, x) for x in doc]
+            else:
+                want = []
+                for k, v in doc.items():
+                    want += [(k, stream.ARRAY), *((k, x) for x in v)] if isinstance(v, list) else [(k, v)]
+                assert got == want
+    bad = tmp_path / "bad.json"
+    for text, what in (('{"a": [1, 2 3]}', "expected ',' or ']' between array elements"), ('{"a": tru}', "Expecting value"),
+                       ('[1, 2', "expected ',' or ']'"), ('{"a": "unterminated', "Unterminated string"),
+                       ('[1] x', "extra data"), ('"just a string"', "top level")):
+        bad.write_text(text)
+        with pytest.raises(stream.InputError, match=what) as exc:
+            list(stream.json_items(str(bad)))
+        assert str(exc.value).startswith(f"{bad}:") and "\n" not in str(exc.value)
+
+
+def test_streamed_readers_read_what_the_whole_document_says(tmp_path):
+    """ATIF, the Gemini CLI session, OpenHands' events and the episode list give the same skill use
+    streamed as the real files' hand readings (the real-file tests above) and on constructed ones."""
+    from skillaudit.importers.trajectories.openhands import read_openhands
+
+    p = tmp_path / "oh.json"
+    p.write_text(json.dumps({"history": [{"action": "run", "args": {"command": "bash /x/skills/sh/run.sh"}},
+                                         {"action": "finish", "args": {}}]}, indent=2))
+    t = read_openhands(str(p))
+    assert dict(t.rules) == {"sh": "shell run"} and t.complete
+    p.write_text(json.dumps({"history": "no"}))
+    assert read_openhands(str(p)).problem is not None
+    g = tmp_path / "g.json"
+    g.write_text(json.dumps({"messages": [{"toolCalls": [{"name": "activate_skill", "args": {"name": "pdf"},
+                                                          "status": "success"}]}]}))
+    assert "not a Gemini CLI session" in read_gemini_session(str(g)).problem  # no sessionId: unreadable
+    g.write_text(json.dumps({"sessionId": "s", "messages": [{"toolCalls": [
+        {"name": "activate_skill", "args": {"name": "pdf"}, "status": "success",
+         "description": "Activates (Available: 'pdf', 'docx')"}]}]}, indent=4))
+    t = read_gemini_session(str(g))
+    assert t.used == ("pdf",) and t.offered == ("pdf", "docx") and t.offered_known
+
+
+@pytest.mark.parametrize("block", [1, 5, 64, 1 << 22])
+def test_log_lines_with_gives_each_matching_line_once_at_any_block_size(tmp_path, monkeypatch, block):
+    """Only lines holding a match come back, whole and once (two matches in a line), in order,
+    wherever the block boundary falls; a line over MAX_LOG_LINE is skipped (not held); the last
+    line without a newline counts."""
+    import re
+
+    from skillaudit.importers.trajectories import base
+
+    monkeypatch.setattr(base, "BLOCK", block)
+    monkeypatch.setattr(base, "MAX_LOG_LINE", 40)
+    lines = [b'{"a":1}\n', b'{"tool_use":1,"tool_use":2}\n', b"x" * 100 + b'"tool_use"\n', b"plain\n",
+             b'{"init":true}\n', b'"tool_use" last']
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"".join(lines))
+    got = list(base.log_lines_with(str(p), re.compile(rb'"tool_use"|"init"')))
+    assert got == [lines[1], lines[4], lines[5]]

@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 from ...errors import InputError
-from .._common import load_json
 from ._rules import Uses
 from .base import Trajectory
 
@@ -27,17 +26,35 @@ MAX_MESSAGE = 1 << 20  # characters of one message searched for the offered list
 
 
 def read_trajectory_json(path: str) -> Trajectory:
-    """ATIF or the episode list, by the document's shape; unreadable: use unknown."""
+    """ATIF or the episode list, by the document's shape, streamed (`stream.json_items`: one step
+    or episode in memory at a time); unreadable: use unknown."""
+    from .stream import ARRAY, json_items
+
+    uses = Uses()
+    version: Any = None
+    kind = None  # "list" (an episode list) or "object" (ATIF, when its schema_version says so)
+    episodes = None
     try:
-        doc = load_json(path, "an agent trajectory (ATIF or an episode list)")
+        for key, value in json_items(path):
+            if key is None:
+                if kind is None:
+                    from .episodes import Episodes
+
+                    kind, episodes = "list", Episodes(path)
+                if episodes is not None:
+                    episodes.add(value)
+                continue
+            kind = "object"
+            if key == "schema_version":
+                version = value
+            if value is not ARRAY:
+                _visit(uses, value)
     except InputError as exc:
         return Trajectory(source=path, problem=str(exc))
-    if isinstance(doc, list):
-        from .episodes import read_episodes
-
-        return read_episodes(doc, path)
-    if isinstance(doc, dict) and str(doc.get("schema_version", "")).startswith("ATIF"):
-        return read_atif(doc, path)
+    if episodes is not None:
+        return episodes.trajectory()
+    if kind == "object" and str(version or "").startswith("ATIF"):
+        return Trajectory.of(uses, path, f"ATIF {str(version)[5:] or 'v?'}")
     return Trajectory(source=path, problem=f"{path}: neither ATIF (no schema_version 'ATIF-v...') nor an "
                                            "episode list")
 
@@ -50,19 +67,22 @@ def _text(message: Any) -> str:
     return ""
 
 
+def _visit(uses: Uses, value: Any) -> None:
+    """Every tool call and offered list inside one value of the document (a step, sub-agents' steps
+    included)."""
+    from .stream import walk
+
+    for node in walk(value):
+        if "function_name" in node and "arguments" in node:
+            uses.tool_call(node.get("function_name"), node.get("arguments"))
+        if node.get("source") in ("user", "system") and "message" in node:
+            text = _text(node.get("message"))
+            for block in _AVAILABLE.findall(text) if "<available_skills>" in text else ():
+                uses.offer(m.strip() for m in _NAME.findall(block))
+
+
 def read_atif(doc: dict[str, Any], path: str) -> Trajectory:
+    """An ATIF document already in memory."""
     uses = Uses()
-    stack: list[Any] = [doc]
-    while stack:  # every dict in the document, iteratively (depth is bounded by the reader)
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "function_name" in node and "arguments" in node:
-                uses.tool_call(node.get("function_name"), node.get("arguments"))
-            if node.get("source") in ("user", "system") and "message" in node:
-                text = _text(node.get("message"))
-                for block in _AVAILABLE.findall(text) if "<available_skills>" in text else ():
-                    uses.offer(m.strip() for m in _NAME.findall(block))
-            stack.extend(reversed([v for v in node.values() if isinstance(v, (dict, list))]))
-        elif isinstance(node, list):  # pushed in reverse: visited in document order
-            stack.extend(reversed([v for v in node if isinstance(v, (dict, list))]))
+    _visit(uses, doc)
     return Trajectory.of(uses, path, f"ATIF {str(doc.get('schema_version'))[5:] or 'v?'}")

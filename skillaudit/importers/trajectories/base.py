@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,12 +14,16 @@ from ._rules import Uses
 #: the longest line of a JSON Lines agent log that is parsed; a longer one (a tool output pasted
 #: whole) is skipped in bounded reads, never held in memory
 MAX_LOG_LINE = 4 << 20
+BLOCK = 1 << 22  # bytes read at a time
 
 
-def log_lines(path: str) -> Iterator[bytes]:
-    """The lines of an agent's JSON Lines log, streamed: the file is checked against the document
-    cap (SKILLAUDIT_MAX_DOCUMENT_MB) first, must be a regular file, and a line over MAX_LOG_LINE is
-    skipped; InputError (one line) when it cannot be read."""
+def log_lines_with(path: str, pattern: re.Pattern[bytes]) -> Iterator[bytes]:
+    """The lines of a JSON Lines agent log that hold a match of `pattern`, each once, in order:
+    found by the regex engine over 4 MiB blocks (only matching lines come back to Python, so a log
+    of millions of short lines costs a few C scans). The file is checked against the document cap
+    (SKILLAUDIT_MAX_DOCUMENT_MB) first and must be a regular file; a line over MAX_LOG_LINE (a tool
+    output pasted whole) is skipped, never held in memory; InputError (one line) when it cannot be
+    read."""
     from ..._documents import max_document_bytes
 
     try:
@@ -33,15 +38,31 @@ def log_lines(path: str) -> Iterator[bytes]:
         if st.st_size > cap:
             raise InputError(f"{path}: larger than {cap / 1048576:g} MiB; if it is meant to be read, raise the "
                              "limit with SKILLAUDIT_MAX_DOCUMENT_MB")
+        carry, skipping = b"", False  # skipping: inside a line over MAX_LOG_LINE, until its newline
         while True:
-            line = fh.readline(MAX_LOG_LINE + 1)
-            if not line:
+            data = fh.read(BLOCK)
+            eof = not data
+            if skipping:
+                nl = data.find(b"\n")
+                if nl < 0 and not eof:
+                    continue
+                skipping, data = False, data[nl + 1:] if nl >= 0 else b""
+            buf = carry + data
+            cut = len(buf) if eof else buf.rfind(b"\n") + 1
+            block, carry = buf[:cut], buf[cut:]
+            if len(carry) > MAX_LOG_LINE:
+                carry, skipping = b"", True
+            done = -1
+            for m in pattern.finditer(block):
+                if m.start() < done:
+                    continue  # a second match in a line already given
+                start = block.rfind(b"\n", 0, m.start()) + 1
+                end = block.find(b"\n", m.end())
+                done = len(block) if end < 0 else end + 1
+                if done - start <= MAX_LOG_LINE + 1:
+                    yield block[start:done]
+            if eof:
                 return
-            if len(line) > MAX_LOG_LINE and not line.endswith(b"\n"):
-                while line and not line.endswith(b"\n"):
-                    line = fh.readline(1 << 20)
-                continue
-            yield line
 
 
 @dataclass(frozen=True)

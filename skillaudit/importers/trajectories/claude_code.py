@@ -8,11 +8,13 @@ session is `{"type":"result",...}`: without it the log was cut and its use is a 
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
 from ...errors import InputError
 from ._rules import Uses
-from .base import Trajectory, log_lines
+from .base import Trajectory, log_lines_with
 
 FORMAT = "Claude Code stream-json"
 
@@ -52,10 +54,13 @@ def read_claude_code(path: str) -> Trajectory:
     return Trajectory.of(uses, path, FORMAT, complete=final)
 
 
+_WANTED = re.compile(rb'"init"|"tool_use"|\{"type": ?"result"')
+
+
 def _lines(path: str):
     """The lines that can say something of skill use (init, tool_use, result), streamed: the rest
     of a long log (tool outputs) is never parsed or kept."""
-    for raw in log_lines(path):
+    for raw in log_lines_with(path, _WANTED):
         line = raw.strip()
         if line.startswith((b'{"type":"result"', b'{"type": "result"')) or b'"init"' in line or b'"tool_use"' in line:
             yield line

@@ -16,13 +16,17 @@ exists; docs/importers.md).
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
 from ...errors import InputError
 from ._rules import Uses, skill_files
-from .base import Trajectory, log_lines
+from .base import Trajectory, log_lines_with
 
 FORMAT = "Codex exec --json"
+#: the lines that can say something (events are counted as seen); the rest are never parsed
+_WANTED = re.compile(rb'"item\.completed"|"turn\.|"thread\.|to load skill')
 
 
 def _mcp_read(uses: Uses, item: dict) -> None:
@@ -46,8 +50,7 @@ def read_codex(path: str) -> Trajectory:
     done = False
     try:
         # streamed: only the lines that can say something are kept (events are counted as seen)
-        lines = [ln.strip() for ln in log_lines(path)
-                 if b'"item.completed"' in ln or b'"turn.' in ln or b'"thread.' in ln or b"to load skill" in ln]
+        lines = [ln.strip() for ln in log_lines_with(path, _WANTED)]
     except InputError as exc:
         return Trajectory(source=path, problem=str(exc))
     for line in lines:

@@ -51,30 +51,52 @@ def _offered(prompt: str) -> list[str] | None:
     return None
 
 
-def read_episodes(doc: list[Any], path: str) -> Trajectory:
-    uses = Uses()
-    entries = [e for e in doc if isinstance(e, dict)]
-    if not entries or not all("response" in e or "prompt" in e for e in entries):
-        return Trajectory(source=path, problem=f"{path}: a JSON list, but not of terminus-2 episodes "
-                                               "(prompt, response)")
-    first = entries[0].get("prompt")
-    names = _offered(first) if isinstance(first, str) else None
-    if names is not None:
-        uses.offer(names)
-    for e in entries:
+class Episodes:
+    """The episode list read one entry at a time (`add`), then `trajectory()`."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.uses = path, Uses()
+        self.n = 0
+        self.bad = False  # an entry that is a dict with neither prompt nor response
+
+    def add(self, e: Any) -> None:
+        if not isinstance(e, dict):
+            return
+        if "response" not in e and "prompt" not in e:
+            self.bad = True
+            return
+        self.n += 1
+        if self.n == 1:
+            first = e.get("prompt")
+            names = _offered(first) if isinstance(first, str) else None
+            if names is not None:
+                self.uses.offer(names)
         resp = e.get("response")
         if not isinstance(resp, str):
-            continue
+            return
         try:
             obj = orjson.loads(resp.strip()[:MAX_PROMPT])
         except orjson.JSONDecodeError:
-            continue
+            return
         if not isinstance(obj, dict):
-            continue
+            return
         skill = obj.get("load_skill")
         if isinstance(skill, str) and skill.strip():
-            uses.use(skill.strip(), "activation")
+            self.uses.use(skill.strip(), "activation")
         for cmd in obj.get("commands") if isinstance(obj.get("commands"), list) else ():
             if isinstance(cmd, dict) and isinstance(cmd.get("keystrokes"), str):
-                uses.command(cmd["keystrokes"])
-    return Trajectory.of(uses, path, FORMAT)
+                self.uses.command(cmd["keystrokes"])
+
+    def trajectory(self) -> Trajectory:
+        if not self.n or self.bad:
+            return Trajectory(source=self.path, problem=f"{self.path}: a JSON list, but not of terminus-2 episodes "
+                                                        "(prompt, response)")
+        return Trajectory.of(self.uses, self.path, FORMAT)
+
+
+def read_episodes(doc: list[Any], path: str) -> Trajectory:
+    """An episode list already in memory."""
+    eps = Episodes(path)
+    for e in doc:
+        eps.add(e)
+    return eps.trajectory()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 
 from ...errors import InputError
-from .._common import load_json
 from ._rules import Uses
 from .base import Trajectory
 
@@ -38,24 +37,41 @@ def _output(call: dict) -> str | None:
 
 
 def read_gemini_session(path: str) -> Trajectory:
+    """Streamed (`stream.json_items`: one message in memory at a time)."""
+    from .stream import ARRAY, json_items
+
+    uses = Uses()
+    keys: set[str] = set()
+    messages = False
     try:
-        doc = load_json(path, "a Gemini CLI session (sessionId, messages)")
+        for key, value in json_items(path):
+            if key is None:
+                return Trajectory(source=path, problem=f"{path}: not a Gemini CLI session (no sessionId and "
+                                                       "messages)")
+            keys.add(key)
+            if key != "messages":
+                continue
+            if value is ARRAY:
+                messages = True
+            elif messages:
+                _message(uses, value)
     except InputError as exc:
         return Trajectory(source=path, problem=str(exc))
-    if not is_session(doc):
+    if not messages or "sessionId" not in keys:
         return Trajectory(source=path, problem=f"{path}: not a Gemini CLI session (no sessionId and messages)")
-    uses = Uses()
-    for msg in doc["messages"]:
-        calls = msg.get("toolCalls") if isinstance(msg, dict) else None
-        for call in calls if isinstance(calls, list) else ():
-            if not isinstance(call, dict):
-                continue
-            desc = call.get("description")
-            if call.get("name") == "activate_skill" and isinstance(desc, str):
-                m = _AVAILABLE.search(desc[:100_000])
-                if m:
-                    uses.offer(_QUOTED.findall(m.group(1)))
-            if call.get("status") in ("error", "cancelled"):
-                continue
-            uses.tool_call(call.get("name"), call.get("args"), _output(call))
     return Trajectory.of(uses, path, FORMAT)
+
+
+def _message(uses: Uses, msg: object) -> None:
+    calls = msg.get("toolCalls") if isinstance(msg, dict) else None
+    for call in calls if isinstance(calls, list) else ():
+        if not isinstance(call, dict):
+            continue
+        desc = call.get("description")
+        if call.get("name") == "activate_skill" and isinstance(desc, str):
+            m = _AVAILABLE.search(desc[:100_000])
+            if m:
+                uses.offer(_QUOTED.findall(m.group(1)))
+        if call.get("status") in ("error", "cancelled"):
+            continue
+        uses.tool_call(call.get("name"), call.get("args"), _output(call))

@@ -14,44 +14,43 @@ exists; docs/importers.md).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...errors import InputError
-from .._common import load_json
 from ._rules import Uses
 from .base import Trajectory
 
 FORMAT = "OpenHands trajectory"
 
 
-def _events(doc: Any) -> list[Any] | None:
-    if isinstance(doc, list):
-        return doc
-    if isinstance(doc, dict) and isinstance(doc.get("history"), list):
-        return doc["history"]
-    return None
-
-
 def read_openhands(path: str) -> Trajectory:
-    try:
-        doc = load_json(path, "an OpenHands trajectory (a list of events)")
-    except InputError as exc:
-        return Trajectory(source=path, problem=str(exc))
-    events = _events(doc)
-    if events is None:
-        return Trajectory(source=path, problem=f"{path}: not an OpenHands trajectory (a list of events)")
+    """Streamed (`stream.json_items`: one event in memory at a time)."""
+    from .stream import ARRAY, json_items
+
     uses = Uses()
     done = False
-    for ev in events:
-        if not isinstance(ev, dict) or not isinstance(ev.get("action"), str):
-            continue
-        action, args = ev["action"], ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        if action == "finish":
-            done = True
-        elif action == "run" and isinstance(args.get("command"), str):
-            uses.command(args["command"])
-        elif action == "run_ipython" and isinstance(args.get("code"), str):
-            uses.command(args["code"])
-        elif action == "read" or (action == "edit" and args.get("command") == "view"):
-            uses.tool_call("read", {"path": args.get("path")})
+    shape = None
+    try:
+        for key, ev in json_items(path):
+            if key is None:
+                shape = "list"
+            elif key == "history":
+                shape = shape or ("object" if ev is ARRAY else None)
+                if ev is ARRAY:
+                    continue
+            else:
+                continue
+            if not isinstance(ev, dict) or not isinstance(ev.get("action"), str):
+                continue
+            action, args = ev["action"], ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            if action == "finish":
+                done = True
+            elif action == "run" and isinstance(args.get("command"), str):
+                uses.command(args["command"])
+            elif action == "run_ipython" and isinstance(args.get("code"), str):
+                uses.command(args["code"])
+            elif action == "read" or (action == "edit" and args.get("command") == "view"):
+                uses.tool_call("read", {"path": args.get("path")})
+    except InputError as exc:
+        return Trajectory(source=path, problem=str(exc))
+    if shape is None:
+        return Trajectory(source=path, problem=f"{path}: not an OpenHands trajectory (a list of events)")
     return Trajectory.of(uses, path, FORMAT, complete=done)
