@@ -10,9 +10,9 @@ EXTRAS ?= all
 install: $(STAMP)
 
 # The stamp depends on the pins and the project metadata, so editing either reinstalls.
-# setup.py builds the C extensions (skillaudit/_scan.c, skillaudit/_perm.c); editing them rebuilds.
+# setup.py builds the C extensions (skillaudit/runs/_scan.c, skillaudit/analysis/_perm.c); editing them rebuilds.
 # compileall: an editable install gets the bytecode a regular install has (every command imports it).
-$(STAMP): pyproject.toml constraints.txt setup.py skillaudit/_scan.c skillaudit/_perm.c
+$(STAMP): pyproject.toml constraints.txt setup.py skillaudit/runs/_scan.c skillaudit/analysis/_perm.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0

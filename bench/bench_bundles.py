@@ -1,4 +1,4 @@
-"""Size and false discovery proportion of the per task-bundle sign test (skillaudit.bundles) by simulation.
+"""Size and false discovery proportion of the per task-bundle sign test (skillaudit.analysis.bundles) by simulation.
 
     PYTHONPATH=. python bench/bench_bundles.py [--seeds 50]
 
@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from skillaudit.bundles import bundle_effects
+from skillaudit.analysis.bundles import bundle_effects
 from skillaudit.runs import read_text_records
 
 

@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from skillaudit.embed import MiniLMEmbedder, embed_library
 from skillaudit.library import Skill
+from skillaudit.library.embed import MiniLMEmbedder, embed_library
 
 VOCAB = ["list", "string", "sort", "key", "tuple", "set", "dictionary", "count", "frequency", "regex", "pattern", "match", "loop", "index", "slice", "recursion", "memo", "cache", "base", "case", "prime", "divisor", "gcd", "heap", "largest", "smallest", "binary", "search", "bisect", "float", "tolerance", "round", "percent", "discount", "rate", "unit", "hour", "minute", "price", "total", "average", "ratio", "fraction", "equation", "answer", "format", "matrix", "row", "column", "edge", "empty", "input", "return", "value", "check", "invariant", "step", "apply", "test"]
 

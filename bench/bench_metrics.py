@@ -51,7 +51,7 @@ def main() -> int:
     args = ap.parse_args()
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from skillaudit.metrics import compute_metrics
+    from skillaudit.analysis.metrics import compute_metrics
     from skillaudit.runs import load_runs
 
     with tempfile.TemporaryDirectory() as tmp:

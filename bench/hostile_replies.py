@@ -16,16 +16,16 @@ import sys
 
 CASES = {
     "math answer 'The answer:' + N newlines": (
-        "from skillaudit.harness.score import extract_math_answer as f; f('The answer:' + '\\n' * N)"),
+        "from skillaudit.sandbox.score import extract_math_answer as f; f('The answer:' + '\\n' * N)"),
     "tool calls 'functions.search_skills:{' x N": (
-        "from skillaudit.harness.agent import parse_text_tool_calls as f; f('functions.search_skills:{' * N)"),
+        "from skillaudit.agents.agent import parse_text_tool_calls as f; f('functions.search_skills:{' * N)"),
     "code reply of N lines (30 bytes each)": (
-        "from skillaudit.harness.score import extract_code as f; "
+        "from skillaudit.sandbox.score import extract_code as f; "
         "f('```python\\n' + 'x_value = some_call(1, 2, 3)\\n' * N + '```')"),
     "exact-match final answer: 'The answer is' + N newlines": (
-        "from skillaudit.harness.taskfile import final_answer as f; f('The answer is' + '\\n' * N)"),
+        "from skillaudit.tasks.taskfile import final_answer as f; f('The answer is' + '\\n' * N)"),
     "JSON N deep inside <tool_call>": (
-        "from skillaudit.harness.agent import parse_text_tool_calls as f; "
+        "from skillaudit.agents.agent import parse_text_tool_calls as f; "
         "f('<tool_call>' + '{\\x22a\\x22:' * N + '1' + '}' * N + '</tool_call>')"),
 }
 

@@ -16,8 +16,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from skillaudit.agents.retrieve import SkillIndex  # noqa: E402
 from skillaudit.engine.reuse import plan_reuse  # noqa: E402
-from skillaudit.harness.retrieve import SkillIndex  # noqa: E402
 from skillaudit.library import load_library  # noqa: E402
 
 LOGS = sorted(str(p) for p in (REPO / "sample_runs").glob("*.jsonl")

@@ -19,9 +19,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from skillaudit.harness.sandbox import Limits, run_python, sandbox_layers
-from skillaudit.harness.score import Scorer
-from skillaudit.harness.tasks import default_data_path, load_tasks
+from skillaudit.sandbox.process import Limits, run_python, sandbox_layers
+from skillaudit.sandbox.score import Scorer
+from skillaudit.tasks.benchmarks import default_data_path, load_tasks
 
 SHARED_MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp_plus.jsonl"
 

@@ -2,7 +2,7 @@
 
     python bench/verdicts.py [--seeds 20] [--null 200] [--bootstrap 2000]
 
-For each scenario of `skillaudit.simulate.SCENARIOS`, over seeds 0..N-1, through the same code
+For each scenario of `skillaudit.runs.simulate.SCENARIOS`, over seeds 0..N-1, through the same code
 as `skillaudit prune` (attribute_models -> recommend, default rules):
 
 - dilution (every skill equally harmful): seeds with 0 per-skill prunes, seeds whose library
@@ -28,11 +28,11 @@ import time
 import numpy as np
 import orjson
 
-from skillaudit.attribution import attribute_models
-from skillaudit.metrics import compute_metrics
-from skillaudit.recommend import recommend
+from skillaudit.analysis.attribution import attribute_models
+from skillaudit.analysis.metrics import compute_metrics
+from skillaudit.decide.recommend import recommend
 from skillaudit.runs import read_text_records
-from skillaudit.simulate import (
+from skillaudit.runs.simulate import (
     benchmark_split,
     collinear_pair,
     correlated_epochs,
@@ -245,7 +245,7 @@ def het_size(n_sets: int) -> dict[str, object]:
     """Null size of the "skills differ" test (heterogeneity p <= 0.05) on shapes where no skill
     differs from another: depth-only harm (dilution), retrieval tied to easy or hard tasks, and the
     collinear pair without harm (a quarter of the tasks retrieve the same two skills)."""
-    from skillaudit.library_effect import HETEROGENEITY_ALPHA
+    from skillaudit.analysis.library_effect import HETEROGENEITY_ALPHA
 
     def rate(make) -> str:
         rej = 0
@@ -335,7 +335,7 @@ def _both_ways_row(seeds: range, n_sets: int) -> dict[str, object]:
     the audit's model verdict says "both ways" (power), and how often it does when retrieving pairs
     flip like the others (size: rescue = harm = noise = 18%), against the no-skill pairs and against
     a replicate arm."""
-    from skillaudit.metrics import works_both_ways
+    from skillaudit.analysis.metrics import works_both_ways
 
     def says(recs) -> bool:
         runs = _runs(recs)
@@ -344,7 +344,7 @@ def _both_ways_row(seeds: range, n_sets: int) -> dict[str, object]:
             import os
             import tempfile
 
-            from skillaudit.inputs import load_inputs
+            from skillaudit.runs.inputs import load_inputs
             with tempfile.TemporaryDirectory() as d:
                 path = os.path.join(d, "runs.jsonl")
                 with open(path, "wb") as fh:
@@ -413,7 +413,7 @@ def _issue52_row(name: str, make, seeds: range, n_boot: int) -> dict[str, object
     says the skills differ (heterogeneity p <= 0.05), library-level actions per seed, the skill
     fetched by failing runs pruned or rewritten, the split skill named per benchmark (its reason
     names both benchmarks), FDP of prune/rewrite."""
-    from skillaudit.library_effect import HETEROGENEITY_ALPHA
+    from skillaudit.analysis.library_effect import HETEROGENEITY_ALPHA
 
     innocent = differ = gates = verify = culprit_hits = culprits = named = splits = 0
     fdps = []

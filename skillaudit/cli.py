@@ -20,13 +20,13 @@ import sys
 
 import click
 
-from . import __version__
-from .commands._shared import CommandError, reports_errors
-from .commands.analyse import clusters, cost_cmd, graph, metrics, prune, rank
-from .commands.audit import audit, check, compare, diff_cmd
-from .commands.logs import export, import_group, validate
-from .commands.plugins import plugins_cmd
-from .commands.run import run_cmd, simulate, verify
+from skillaudit import __version__
+from skillaudit.commands._shared import CommandError, reports_errors
+from skillaudit.commands.analyse import clusters, cost_cmd, graph, metrics, prune, rank
+from skillaudit.commands.audit import audit, check, compare, diff_cmd
+from skillaudit.commands.logs import export, import_group, validate
+from skillaudit.commands.plugins import plugins_cmd
+from skillaudit.commands.run import run_cmd, simulate, verify
 
 __all__ = [
     "CommandError", "audit", "check", "cli", "clusters", "compare", "cost_cmd", "diff_cmd", "export", "graph",

@@ -36,7 +36,7 @@ def _sample() -> tuple[list[str], str]:
 
 
 def _sim45(tmp: Path) -> tuple[list[str], str]:
-    from skillaudit.simulate import simulate
+    from skillaudit.runs.simulate import simulate
 
     out = tmp / "sim45"
     if not (out / "runs.jsonl").exists():

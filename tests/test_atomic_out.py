@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from skillaudit import _io
 from skillaudit.cli import cli
 from skillaudit.errors import OutputError
-from skillaudit.simulate import simulate
+from skillaudit.runs.simulate import simulate
+from skillaudit.util import files as _io
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITER = """
 import sys
-from skillaudit._io import atomic_directory
+from skillaudit.util.files import atomic_directory
 out, tag = sys.argv[1], sys.argv[2]
 with atomic_directory(out) as tmp:
     for i in range(5):
@@ -40,7 +40,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _kill_at(cmd: list[str], step: str, **env: str) -> None:
-    """Run cmd until it pauses at `step` (test hook in skillaudit._io), then SIGKILL it."""
+    """Run cmd until it pauses at `step` (test hook in skillaudit.util.files), then SIGKILL it."""
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             env=_env(SKILLAUDIT_PAUSE_AT=step, **env))
     try:

@@ -7,7 +7,7 @@ import orjson
 import pytest
 from scipy.stats import binomtest
 
-from skillaudit.attribution import SCHEMA, attribute, share_weights
+from skillaudit.analysis.attribution import SCHEMA, attribute, share_weights
 from skillaudit.errors import InputError
 from skillaudit.library import Library, Skill
 from skillaudit.runs import read_text_records
@@ -166,7 +166,7 @@ def test_unknown_scheme_is_an_input_error():
 
 def test_rows_are_the_dataclass_objects_and_co_retrieval_is_x_prime_x():
     """Rows equal SkillAttribution(**fields) with the same field order; co_retrieval is X'X with or without regression."""
-    from skillaudit.attribution import SkillAttribution, indicator
+    from skillaudit.analysis.attribution import SkillAttribution, indicator
 
     runs = _random_runs(4)
     lib = _library(*runs.skills, "zz-unused")
@@ -184,7 +184,7 @@ def test_rows_are_the_dataclass_objects_and_co_retrieval_is_x_prime_x():
 
 def test_models_judged_in_worker_processes_give_the_same_result():
     """attribute_models with jobs=2 (forked workers, one model each) returns what one process returns, number for number."""
-    from skillaudit.attribution import attribute_models
+    from skillaudit.analysis.attribution import attribute_models
 
     rng = np.random.default_rng(5)
     pairs = []
@@ -205,7 +205,7 @@ def test_models_judged_in_worker_processes_give_the_same_result():
 
 def test_a_wide_library_judged_in_worker_processes_gives_the_same_numbers():
     """400 skills (the sandwich-interval path, dense factorisations): jobs=2 returns exactly what one process returns."""
-    from skillaudit.attribution import attribute_models
+    from skillaudit.analysis.attribution import attribute_models
 
     rng = np.random.default_rng(9)
     pairs = []

@@ -9,7 +9,7 @@ import numpy as np
 from scipy.stats import binomtest
 from statsmodels.stats.multitest import multipletests
 
-from skillaudit.bundles import bundle_effects
+from skillaudit.analysis.bundles import bundle_effects
 from skillaudit.runs import read_text_records
 
 

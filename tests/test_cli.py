@@ -143,7 +143,7 @@ def test_validate_skills_lists_problems_and_exits_1(tmp_path):
 
 def test_metrics_p_cond_is_task_level_and_mid_p_is_an_option(tmp_path):
     """metrics --json groups carry p_cond, the cluster-adjusted score test the RAE interval inverts when tasks have several epochs; --mid-p swaps in the mid-p sign-flip test."""
-    from skillaudit.simulate import simulate
+    from skillaudit.runs.simulate import simulate
 
     runs, _ = simulate(n_tasks=200, n_harmful=2, epochs=3, seed=1).write(tmp_path / "sim")
     doc = json.loads(CliRunner().invoke(cli, ["metrics", str(runs), "--json", "--bootstrap", "0"]).stdout)

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import skillaudit.demo as demo_mod
 from skillaudit.cli import cli
-from skillaudit.simulate import simulate
+from skillaudit.runs.simulate import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--embedder", "tfidf", "--bootstrap", "200"]
@@ -141,7 +141,7 @@ def test_compare_prints_the_task_level_test_its_interval_inverts(tmp_path):
     assert any(abs(r["p_cond"] - r["mcnemar_p_cond"]) > 1e-6 for r in doc["models"])
     out = _invoke(["compare", str(runs), "--bootstrap", "0", "--quiet"]).stdout
     assert f"p: {doc['models'][0]['p_cond_test']} on the retrieval-triggered pairs" in out
-    from skillaudit.render import pval
+    from skillaudit.report.render import pval
     for row in doc["models"]:
         line = next(ln for ln in out.splitlines() if row["model"] in ln)
         assert pval(row["p_cond"]) in line
@@ -154,7 +154,7 @@ def test_skills_that_help_some_tasks_and_hurt_others_are_called_both_ways(tmp_pa
     pairs flip like the others the headline does not."""
     import orjson
 
-    from skillaudit.simulate import two_sided
+    from skillaudit.runs.simulate import two_sided
 
     recs, _ = two_sided(1)
     runs = tmp_path / "runs.jsonl"
@@ -246,7 +246,7 @@ def test_wheel_ships_the_demo(tmp_path):
 
 def test_audit_surfaces_the_library_verdict_everywhere(tmp_path):
     """On pure dilution the terminal headline, report banner, audit.json and skills.csv all carry the library-wide verdict."""
-    from skillaudit.simulate import scenario
+    from skillaudit.runs.simulate import scenario
 
     runs, lib = scenario("dilution", seed=0).write(tmp_path / "sim")
     out = tmp_path / "report"

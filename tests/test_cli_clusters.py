@@ -94,7 +94,7 @@ def test_tfidf_embedder_and_threshold_options(workspace):
 
 def test_missing_model_falls_back_to_tfidf_with_a_warning(workspace, monkeypatch, tmp_path):
     """When the MiniLM model cannot be loaded the command warns on stderr and uses tfidf."""
-    import skillaudit.embed as embed_mod
+    import skillaudit.library.embed as embed_mod
 
     monkeypatch.setattr(embed_mod, "_LOADED", {})
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)

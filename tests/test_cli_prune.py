@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillaudit.cli import cli
-from skillaudit.simulate import simulate
+from skillaudit.runs.simulate import simulate
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -181,7 +181,7 @@ def test_apply_jsonl_library(tmp_path):
 
 def test_prune_with_tfidf_near_duplicates(sim_dir):
     """With --embedder tfidf the near-duplicate finder runs when the clusters module is available."""
-    pytest.importorskip("skillaudit.clusters")
+    pytest.importorskip("skillaudit.analysis.clusters")
     out, _ = sim_dir
     res = CliRunner().invoke(cli, ["prune", str(out / "runs.jsonl"), "--skills", str(out / "skills"),
                                    "--embedder", "tfidf", "--bootstrap", "200", "--json"])
@@ -191,7 +191,7 @@ def test_prune_with_tfidf_near_duplicates(sim_dir):
 
 def test_prune_json_has_the_library_section_and_scoped_entries(tmp_path):
     """prune --json gains `library` and scope-tagged entries; the table starts with the library verdict."""
-    from skillaudit.simulate import scenario
+    from skillaudit.runs.simulate import scenario
 
     runs, lib = scenario("dilution", seed=1).write(tmp_path / "sim")
     args = ["prune", str(runs), "--skills", str(lib), "--embedder", "tfidf", "--bootstrap", "1000"]
@@ -237,9 +237,9 @@ def test_merge_reasons_name_the_near_duplicate_rule_first_on_the_sample_runs():
 def test_every_rule_has_a_key_figure_for_the_short_view():
     """prune's one-line view gives each rule's key figure: the table covers exactly the rules of the
     policy, and a recommendation without evidence still gets a line (no figure, no error)."""
-    from skillaudit.policy import RULES
-    from skillaudit.prune_view import KEY_FIGURE, key_figure
-    from skillaudit.recommend import Recommendation
+    from skillaudit.decide.policy import RULES
+    from skillaudit.decide.recommend import Recommendation
+    from skillaudit.report.prune_view import KEY_FIGURE, key_figure
 
     assert set(KEY_FIGURE) == {r.id for r in RULES}
     for r in RULES:
@@ -253,7 +253,7 @@ def test_where_retrieval_follows_failure_prune_asks_for_control_arms(tmp_path):
     a random control arm on those pairs, the advice is no longer about selection."""
     import orjson
 
-    from skillaudit.simulate import failure_driven
+    from skillaudit.runs.simulate import failure_driven
 
     lib = simulate(n_tasks=20, n_skills=20, n_harmful=0, n_helpful=0, seed=1).write(tmp_path / "lib")[1]
     recs, _ = failure_driven(0)
@@ -286,7 +286,7 @@ def test_a_skill_that_helps_code_and_harms_math_is_gated_per_benchmark(tmp_path)
     B001 with each benchmark's figure, --json has per-benchmark evidence, the reason names both."""
     import orjson
 
-    from skillaudit.simulate import benchmark_split
+    from skillaudit.runs.simulate import benchmark_split
 
     lib = simulate(n_tasks=20, n_skills=20, n_harmful=0, n_helpful=0, seed=1).write(tmp_path / "lib")[1]
     recs, truth = benchmark_split(0)

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillaudit.cli import cli
-from skillaudit.simulate import simulate
+from skillaudit.runs.simulate import simulate
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_rank_says_when_its_list_is_the_library_verdicts(tmp_path):
     """Issue 52 F8: under library-wide harm (every injected skill derails alike) rank's most-harmful
     list is what that verdict predicts, and rank says so under the table; with a harm specific to
     one skill it does not."""
-    from skillaudit.simulate import scenario
+    from skillaudit.runs.simulate import scenario
 
     runs, _ = scenario("dilution", seed=0).write(tmp_path / "wide")
     res = CliRunner().invoke(cli, ["rank", str(runs), "--bootstrap", "300"])

@@ -7,7 +7,7 @@ import pytest
 from _cluster_data import COUNTING, ROUNDING, UNRELATED, full_library, library
 from _factories import pair
 
-from skillaudit.clusters import (
+from skillaudit.analysis.clusters import (
     SkillClusterer,
     cluster_library,
     ctfidf_labels,
@@ -15,9 +15,9 @@ from skillaudit.clusters import (
     harmful_cluster_members,
     score_cluster,
 )
-from skillaudit.embed import MiniLMEmbedder, embed_library
-from skillaudit.graph import skill_exposure
+from skillaudit.analysis.graph import skill_exposure
 from skillaudit.library import load_library
+from skillaudit.library.embed import MiniLMEmbedder, embed_library
 from skillaudit.runs import read_text_records
 
 ROUND_IDS = sorted(ROUNDING)

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from skillaudit.cost import cost_sentence, skill_costs
+from skillaudit.analysis.cost import cost_sentence, skill_costs
 
 
 def _records(seed: int, rate: float, n: int = 60):

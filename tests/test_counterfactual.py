@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from skillaudit.attribution import attribute
+from skillaudit.analysis.attribution import attribute
+from skillaudit.analysis.counterfactual import causal_effects, load_arms
+from skillaudit.analysis.metrics import compute_metrics
 from skillaudit.cli import cli
-from skillaudit.counterfactual import causal_effects, load_arms
 from skillaudit.errors import InputError, RunLogError
-from skillaudit.metrics import compute_metrics
 from skillaudit.runs import load_runs
 
 
@@ -177,7 +177,7 @@ def test_causal_validation_is_spearman(tmp_path):
     """The validation figure is Spearman's rank correlation (scipy) of held-out predictions and outcomes."""
     from scipy.stats import spearmanr
 
-    from skillaudit.counterfactual import _spearman
+    from skillaudit.analysis.counterfactual import _spearman
 
     rng = np.random.default_rng(3)
     a, b = rng.random(50), (rng.random(50) < 0.5).astype(float)
@@ -204,7 +204,7 @@ def test_prune_uses_the_masks_first_and_says_so(tmp_path):
 
 def test_verify_measures_what_prune_projects(tmp_path):
     """Projected RAE assumes emptied pairs fall back to their disabled outcome; measured uses the pruned re-runs."""
-    from skillaudit.verify import verify
+    from skillaudit.analysis.verify import verify
 
     # t1: retrieves [H] (emptied by pruning H), harmed; its re-run without H passes -> flip 0
     # t2: retrieves [H, N], harmed; re-run (N only) passes -> flip 0 (the projection kept -1)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import skillaudit._csr as csr_mod
-from skillaudit._csr import Csr
+import skillaudit.stats._csr as csr_mod
+from skillaudit.stats._csr import Csr
 
 
 def _random(rng: np.random.Generator, n: int, p: int, density: float, ones: bool = True) -> sp.csr_matrix:

@@ -73,7 +73,7 @@ def test_formats_md_examples_load():
 
 def test_docs_state_the_thresholds_the_code_uses():
     """method.md, clusters.md and attribution.md quote the near-duplicate and cluster thresholds of clusters.py."""
-    from skillaudit.clusters import CLUSTER_DISTANCE, NEAR_DUPLICATE_THRESHOLD
+    from skillaudit.analysis.clusters import CLUSTER_DISTANCE, NEAR_DUPLICATE_THRESHOLD
 
     method = (DOCS / "method.md").read_text(encoding="utf-8")
     nd, cd = NEAR_DUPLICATE_THRESHOLD, CLUSTER_DISTANCE
@@ -90,10 +90,10 @@ def test_docs_state_the_thresholds_the_code_uses():
 
 def test_attribution_md_rules_table_is_generated_from_the_code():
     """docs/attribution.md holds, between its rules markers, exactly the table policy.rules_markdown() renders
-    (regenerate: python -m skillaudit.policy --update docs/attribution.md)."""
-    from skillaudit.policy import MARK_END, MARK_START, RULES, rules_markdown
+    (regenerate: python -m skillaudit.decide.policy --update docs/attribution.md)."""
+    from skillaudit.decide.policy import MARK_END, MARK_START, RULES, rules_markdown
 
     text = (DOCS / "attribution.md").read_text(encoding="utf-8")
     block = text.split(MARK_START, 1)[1].split(MARK_END, 1)[0]
-    assert block == "\n" + rules_markdown(), "stale: python -m skillaudit.policy --update docs/attribution.md"
+    assert block == "\n" + rules_markdown(), "stale: python -m skillaudit.decide.policy --update docs/attribution.md"
     assert all(f"| {r.id} | `{r.name}` | `{r.action}` |" in block for r in RULES)

@@ -1,6 +1,6 @@
 """Every JSON document the CLI reads goes through one bounded reader: hostile documents (deep, wrong
 types, /dev/zero, a sparse 2 GB file, a FIFO without a writer, 1e400, a depth bomb for inspect_ai)
-end in one line and exit 2, using under 5 s of CPU and 500 MB of memory (skillaudit._documents)."""
+end in one line and exit 2, using under 5 s of CPU and 500 MB of memory (skillaudit.util.documents)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from skillaudit._documents import (
+from skillaudit.errors import InputError
+from skillaudit.util.documents import (
     check_file_depth,
     check_schema,
     check_tree,
@@ -21,7 +22,6 @@ from skillaudit._documents import (
     read_document,
     read_document_bytes,
 )
-from skillaudit.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from _cluster_data import full_library, skill
 
-from skillaudit.embed import (
+from skillaudit.errors import InputError
+from skillaudit.library.embed import (
     HUB_MODEL,
     EmbeddingCache,
     MiniLMEmbedder,
@@ -21,7 +22,6 @@ from skillaudit.embed import (
     embed_texts,
     resolve_minilm,
 )
-from skillaudit.errors import InputError
 
 
 class Counting:
@@ -184,7 +184,7 @@ def test_a_corrupt_shard_is_ignored_and_re_encoded(tmp_path):
 
 def test_fallback_to_tfidf_when_the_model_cannot_load(monkeypatch, tmp_path):
     """Without sentence-transformers the minilm backend falls back to tfidf and says why."""
-    import skillaudit.embed as embed_mod
+    import skillaudit.library.embed as embed_mod
 
     monkeypatch.setattr(embed_mod, "_LOADED", {})
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
@@ -198,7 +198,7 @@ def test_fallback_to_tfidf_when_the_model_cannot_load(monkeypatch, tmp_path):
 
 def test_a_fully_cached_run_does_not_need_the_model(monkeypatch, tmp_path):
     """When every vector is cached, minilm works even where the model cannot be loaded."""
-    import skillaudit.embed as embed_mod
+    import skillaudit.library.embed as embed_mod
 
     lib = full_library()
     embed_library(lib, Fake(), cache_dir=tmp_path)

@@ -92,7 +92,7 @@ def _read(path: Path) -> list[dict]:
 
 
 def _sandbox_ok() -> bool:
-    from skillaudit.harness import sandbox
+    from skillaudit.sandbox import process as sandbox
 
     return sandbox.isolation_status()[0]
 

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from skillaudit.cli import cli
-from skillaudit.gate import rae_change
-from skillaudit.simulate import scenario, simulate
+from skillaudit.decide.gate import rae_change
+from skillaudit.runs.simulate import scenario, simulate
 
 
 def _check(*args):

@@ -8,8 +8,7 @@ import networkx as nx
 import pytest
 from _factories import pair
 
-from skillaudit.errors import InputError
-from skillaudit.graph import (
+from skillaudit.analysis.graph import (
     co_retrieval_graph,
     communities,
     interference,
@@ -19,6 +18,7 @@ from skillaudit.graph import (
     skill_graph,
     write_graph,
 )
+from skillaudit.errors import InputError
 from skillaudit.library import Library, Skill
 from skillaudit.runs import read_text_records
 
@@ -152,7 +152,7 @@ def test_backbone_keeps_planted_communities_of_a_dense_graph():
     """A dense co-retrieval graph reduced to its backbone still splits into its planted communities."""
     import networkx as nx
 
-    from skillaudit.graph import backbone
+    from skillaudit.analysis.graph import backbone
 
     g = nx.Graph()
     left, right = [f"l{i}" for i in range(30)], [f"r{i}" for i in range(30)]
@@ -174,7 +174,7 @@ def test_backbone_keeps_planted_communities_of_a_dense_graph():
 
 def test_communities_stored_by_skill_graph_match_a_fresh_louvain_run():
     """communities_of(skill_graph(...)) gives the partition communities() computes on the co-retrieval graph."""
-    from skillaudit.graph import communities_of
+    from skillaudit.analysis.graph import communities_of
 
     recs = []
     for i in range(40):
@@ -237,7 +237,7 @@ def test_count_based_mann_whitney_equals_scipy():
     import numpy as np
     from scipy.stats import mannwhitneyu
 
-    from skillaudit.graph import mwu_less_from_counts
+    from skillaudit.analysis.graph import mwu_less_from_counts
 
     rng = np.random.default_rng(1)
     xs = rng.integers(0, 40, size=(300, 3))
@@ -270,7 +270,7 @@ def test_vectorised_interference_equals_the_pair_by_pair_definition():
 
 def test_count_communities_equal_louvain_on_the_whole_graph():
     """Communities from counts (backbone built from sparse counts) equal communities() on the networkx graph."""
-    from skillaudit.graph import co_retrieval_counts, count_communities
+    from skillaudit.analysis.graph import co_retrieval_counts, count_communities
 
     runs = _random_runs(n_skills=40, seed=3)
     counts = co_retrieval_counts(runs)
@@ -284,7 +284,7 @@ def test_count_communities_equal_louvain_on_the_whole_graph():
 
 def test_bounded_skill_graph_keeps_the_backbone_and_flagged_pairs():
     """With max_edges, skill_graph exports the backbone plus every interfering pair, with the same nodes and communities."""
-    from skillaudit.graph import backbone, co_retrieval_counts, top_co_retrieved
+    from skillaudit.analysis.graph import backbone, co_retrieval_counts, top_co_retrieved
 
     runs = _random_runs(n_skills=40, seed=3)
     counts = co_retrieval_counts(runs)
@@ -305,7 +305,7 @@ def test_bounded_skill_graph_keeps_the_backbone_and_flagged_pairs():
 
 def test_graphml_lines_equal_networkx_output():
     """graphml_lines writes exactly what networkx's generate_graphml writes, odd characters included."""
-    from skillaudit.graph import graphml_lines
+    from skillaudit.analysis.graph import graphml_lines
 
     g = _annotated_graph()
     assert list(graphml_lines(g)) == list(nx.generate_graphml(g))

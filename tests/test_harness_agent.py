@@ -1,4 +1,4 @@
-"""The agent loop against a scripted OpenAI-compatible server (skillaudit.harness.agent)."""
+"""The agent loop against a scripted OpenAI-compatible server (skillaudit.agents.agent)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import json
 import pytest
 from _harness_fakes import ScriptedServer, chat_reply, native_call, text_reply, write_library
 
-from skillaudit.harness.agent import (
+from skillaudit.agents.agent import (
     AgentConfig,
     AgentError,
     ChatClient,
     parse_text_tool_calls,
     run_episode,
 )
-from skillaudit.harness.retrieve import SkillIndex
-from skillaudit.harness.tasks import Task
+from skillaudit.agents.retrieve import SkillIndex
 from skillaudit.library import load_library
+from skillaudit.tasks.benchmarks import Task
 
 TASK = Task("Mbpp/2", "mbpp_plus", "Write a function to find the shared elements of two lists.",
             {"entry_point": "similar_elements"})

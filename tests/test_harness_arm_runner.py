@@ -1,4 +1,4 @@
-"""Counterfactual arms of `skillaudit run --arms` against a scripted ChatML server (skillaudit.harness.arm_runner)."""
+"""Counterfactual arms of `skillaudit run --arms` against a scripted ChatML server (skillaudit.engine.arm_runner)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from _harness_fakes import (
 )
 from click.testing import CliRunner
 
+from skillaudit.agents.agent import FORCED_PREFILL, AgentConfig
+from skillaudit.analysis.counterfactual import causal_effects, load_arms
+from skillaudit.analysis.regression import SkillEffectRegression
 from skillaudit.cli import cli
-from skillaudit.counterfactual import causal_effects, load_arms
+from skillaudit.engine.arm_runner import corrupt_body, filler, mask_draw, parse_arms, replay_turns
 from skillaudit.engine.dispatch import run
 from skillaudit.engine.options import RunOptions
-from skillaudit.harness.agent import FORCED_PREFILL, AgentConfig
-from skillaudit.harness.arm_runner import corrupt_body, filler, mask_draw, parse_arms, replay_turns
-from skillaudit.harness.score import Limits
-from skillaudit.regression import SkillEffectRegression
 from skillaudit.runs import load_runs
+from skillaudit.sandbox.score import Limits
 
 LIMITS = Limits(timeout_s=30, cpu_s=30, memory_mb=512)  # generous: the suite may share the CPU
 ENTRY = {r["entry_point"]: r["task_id"] for r in MBPP_ROWS}

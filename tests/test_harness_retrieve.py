@@ -1,11 +1,11 @@
-"""BM25 skill search (skillaudit.harness.retrieve)."""
+"""BM25 skill search (skillaudit.agents.retrieve)."""
 
 from __future__ import annotations
 
 import pytest
 from _harness_fakes import write_library
 
-from skillaudit.harness.retrieve import SkillIndex, render_result, tokenize
+from skillaudit.agents.retrieve import SkillIndex, render_result, tokenize
 from skillaudit.library import load_library
 
 

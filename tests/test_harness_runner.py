@@ -1,4 +1,4 @@
-"""`skillaudit run` end to end against a scripted server (skillaudit.harness.runner and the CLI)."""
+"""`skillaudit run` end to end against a scripted server (skillaudit.engine.runner and the CLI)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from _harness_fakes import (
 )
 from click.testing import CliRunner
 
+from skillaudit.agents.agent import AgentConfig
 from skillaudit.cli import cli
 from skillaudit.engine.dispatch import run
 from skillaudit.engine.options import RunOptions, parse_exclude, task_seed
-from skillaudit.harness.agent import AgentConfig
-from skillaudit.harness.score import Limits
 from skillaudit.runs import load_runs
+from skillaudit.sandbox.score import Limits
 
 LIMITS = Limits(timeout_s=5, cpu_s=5, memory_mb=512)
 
@@ -323,7 +323,8 @@ def test_run_warns_when_code_is_scored_without_cgroup_limits(monkeypatch):
     warnings; with cgroups, or on a benchmark that runs no code, nothing is said."""
     from types import SimpleNamespace
 
-    from skillaudit.harness import runner, sandbox
+    from skillaudit.engine import runner
+    from skillaudit.sandbox import process as sandbox
 
     monkeypatch.setattr(sandbox, "cgroup_status", lambda: (False, "not running as root: no per-sandbox cgroups; "
                                                                 "falling back to per-process limits: RLIMIT_AS"))

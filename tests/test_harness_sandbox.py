@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from _harness_fakes import CORRECT_CODE, MBPP_ROWS, write_rows
 
-from skillaudit.harness import programs
-from skillaudit.harness import sandbox as sandbox_mod
-from skillaudit.harness import score as score_mod
-from skillaudit.harness.sandbox import (
+from skillaudit.sandbox import process as sandbox_mod
+from skillaudit.sandbox import programs
+from skillaudit.sandbox import score as score_mod
+from skillaudit.sandbox.process import (
     SANDBOX_TAG,
     Limits,
     isolation_status,
@@ -32,8 +32,8 @@ from skillaudit.harness.sandbox import (
     sandbox_layers,
     seccomp_filter,
 )
-from skillaudit.harness.score import OracleCache, Scorer
-from skillaudit.harness.tasks import load_tasks
+from skillaudit.sandbox.score import OracleCache, Scorer
+from skillaudit.tasks.benchmarks import load_tasks
 
 FAST = Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)
 ROOT = os.geteuid() == 0
@@ -628,7 +628,7 @@ def test_really_unprivileged_scorer_reports_no_isolation_and_still_blocks_hostil
     (work / "answers.json").write_text(json.dumps(answers))
     script = (
         "import json, sys, types\n"
-        "from skillaudit.harness import score\n"
+        "from skillaudit.sandbox import score\n"
         "t = json.load(open(sys.argv[1] + '/task.json'))\n"
         "task = types.SimpleNamespace(task_id=t['task_id'], benchmark='humaneval', data=t['data'])\n"
         "out = {'isolation': score.isolation_status(), 'layers': score.sandbox_layers()}\n"
@@ -736,8 +736,8 @@ def test_really_unprivileged_answer_cannot_make_the_scorer_run_its_code(tmp_path
     )
     script = (
         "import json, sys\n"
-        "from skillaudit.harness.score import Limits, Scorer, isolation_status\n"
-        "from skillaudit.harness.tasks import load_tasks\n"
+        "from skillaudit.sandbox.score import Limits, Scorer, isolation_status\n"
+        "from skillaudit.tasks.benchmarks import load_tasks\n"
         "w = sys.argv[1]\n"
         "tasks = {t.task_id: t for t in load_tasks('mbpp_plus', w + '/m.jsonl')}\n"
         "lim = Limits(timeout_s=5, cpu_s=5, memory_mb=512, fsize_mb=4, nproc=32)\n"
@@ -1132,7 +1132,7 @@ def test_humaneval_value_bomb_is_a_failure_undecoded(he0):
 def test_cgroup_status_names_the_fallback(monkeypatch):
     """Without usable per-sandbox cgroups, cgroup_status says why and names the limits the sandbox
     falls back to; with them, what it limits."""
-    from skillaudit.harness import cgroups
+    from skillaudit.sandbox import cgroups
 
     monkeypatch.setattr(cgroups, "find_hierarchy", lambda: (None, "no usable cgroup v2 hierarchy; no cgroup v1 pids hierarchy"))
     usable, why = sandbox_mod.cgroup_status()
@@ -1144,7 +1144,7 @@ def test_cgroup_status_names_the_fallback(monkeypatch):
 
 
 def _hierarchy():
-    from skillaudit.harness import cgroups
+    from skillaudit.sandbox import cgroups
 
     found, why = cgroups.find_hierarchy()
     if found is None:

@@ -1,4 +1,4 @@
-"""Sandboxed scoring (skillaudit.harness.score): hostile code is contained and scored as a failure."""
+"""Sandboxed scoring (skillaudit.sandbox.score): hostile code is contained and scored as a failure."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import uuid
 import pytest
 from _harness_fakes import CORRECT_CODE, MBPP_ROWS, write_rows
 
-from skillaudit.harness.programs import GUARD
-from skillaudit.harness.sandbox import Limits, netns_available, run_python
-from skillaudit.harness.score import (
+from skillaudit.sandbox.process import Limits, netns_available, run_python
+from skillaudit.sandbox.programs import GUARD
+from skillaudit.sandbox.score import (
     Scorer,
     extract_code,
     extract_math_answer,
     math_equal,
     score_math,
 )
-from skillaudit.harness.tasks import Task, load_tasks
+from skillaudit.tasks.benchmarks import Task, load_tasks
 
 FAST = Limits(timeout_s=3, cpu_s=3, memory_mb=512, fsize_mb=4, nproc=32)
 HOSTILE = Limits(timeout_s=1.5, cpu_s=2, memory_mb=512, fsize_mb=4, nproc=32)
@@ -94,8 +94,8 @@ def test_candidate_printing_and_asserting_does_not_matter(mbpp):
 
 def test_outputs_cross_the_sandbox_as_tagged_json():
     """Tuples, sets, dicts, complex, bytes, NaN and big ints come back as themselves; unknown types equal nothing."""
-    from skillaudit.harness.programs import _decode_output
-    from skillaudit.harness.score import _output_matches
+    from skillaudit.sandbox.programs import _decode_output
+    from skillaudit.sandbox.score import _output_matches
 
     doc = json.loads(json.dumps(
         [{"t": [1, {"s": ["a", {"t": [2, 3]}]}]}, {"d": [[{"t": [1, 2]}, [1.5, None]]]}, {"c": [1.0, -2.0]},
@@ -329,7 +329,8 @@ def test_score_still_exports_the_sandbox_and_its_programs():
     """The sandbox and the programs that run in it live in their own modules; `score` re-exports their
     public names (the same objects) for code that imported them from it, and every program sent to
     the sandbox starts with the audit-hook guard and the codec."""
-    from skillaudit.harness import programs, sandbox, score
+    from skillaudit.sandbox import process as sandbox
+    from skillaudit.sandbox import programs, score
 
     home = {n: (sandbox if hasattr(sandbox, n) else programs) for n in score.__all__
             if hasattr(sandbox, n) or hasattr(programs, n)}

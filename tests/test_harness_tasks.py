@@ -1,4 +1,4 @@
-"""Benchmark loaders and seeded sampling (skillaudit.harness.tasks)."""
+"""Benchmark loaders and seeded sampling (skillaudit.tasks.benchmarks)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from _harness_fakes import GSM8K_ROWS, MBPP_ROWS, write_rows
 
 from skillaudit.errors import InputError
-from skillaudit.harness.benchdata import find_data
-from skillaudit.harness.tasks import (
+from skillaudit.tasks.benchdata import find_data
+from skillaudit.tasks.benchmarks import (
     default_data_path,
     load_tasks,
     mbpp_deserialize_inputs,

@@ -53,25 +53,25 @@ def run_case(code: str) -> dict:
 
 CASES = {
     "math answer after 300k newlines": (
-        "from skillaudit.harness.score import extract_math_answer as f; out = f('The answer:' + '\\n' * 300_000)",
+        "from skillaudit.sandbox.score import extract_math_answer as f; out = f('The answer:' + '\\n' * 300_000)",
         None),
     "150k 'functions.search_skills:{'": (
-        "from skillaudit.harness.agent import parse_text_tool_calls as f\n"
+        "from skillaudit.agents.agent import parse_text_tool_calls as f\n"
         "calls = f('functions.search_skills:{' * 150_000)\n"
         "out = [len(calls), calls[0].name, calls[0].arguments]", [32, "search_skills", None]),
     "final answer after 300k newlines": (
-        "from skillaudit.harness.taskfile import final_answer as f; out = f('The answer is' + '\\n' * 300_000)",
+        "from skillaudit.tasks.taskfile import final_answer as f; out = f('The answer is' + '\\n' * 300_000)",
         "The answer is"),
     "5,000-deep JSON inside <tool_call>": (
-        "from skillaudit.harness.agent import parse_text_tool_calls as f\n"
+        "from skillaudit.agents.agent import parse_text_tool_calls as f\n"
         "calls = f('<tool_call>' + '{\\x22a\\x22:' * 5000 + '1' + '}' * 5000 + '</tool_call>')\n"
         "out = [len(calls), calls[0].name]", [1, None]),
     "21 MB code reply": (
-        "from skillaudit.harness.score import code_or_failure as f\n"
+        "from skillaudit.sandbox.score import code_or_failure as f\n"
         "code, bad = f('```python\\n' + 'x = 1\\n' * 3_500_000 + '```')\n"
         "out = [code, bad.correct, bad.reason.split(',')[0]]", ["", False, "the reply is 21"]),
     "correct function plus an unparseable constant": (
-        "from skillaudit.harness.score import extract_code as f\n"
+        "from skillaudit.sandbox.score import extract_code as f\n"
         "out = f('```python\\ndef g(a):\\n    return a\\nX = ' + '-' * 50_000 + '1\\n```')",
         "def g(a):\n    return a"),
 }
@@ -89,7 +89,7 @@ def test_each_hostile_reply_is_bounded(case):
 def test_unparseable_code_is_a_wrong_answer_not_an_error(monkeypatch):
     """Code whose parse fails on its shape (a unary chain, RecursionError or MemoryError in the
     parser) gives no code: the task scorer then says 'no code', a failure."""
-    from skillaudit.harness import score
+    from skillaudit.sandbox import score
 
     hostile = "```python\nX = " + "-" * 50_000 + "1\n```"  # MemoryError in Python's parser
     assert score.extract_code(hostile) == ""
@@ -199,8 +199,8 @@ def test_a_users_regex_runs_with_a_timeout():
     about a second, with the reason, never a hang."""
     import time
 
-    from skillaudit.harness.taskfile import score_answer
-    from skillaudit.harness.tasks import Task
+    from skillaudit.tasks.benchmarks import Task
+    from skillaudit.tasks.taskfile import score_answer
 
     task = Task("t", "tasks", "p", {"kind": "answer", "answer": r"(a|aa)+$", "match": "regex"})
     t = time.perf_counter()
@@ -273,7 +273,7 @@ def test_a_lower_ulimit_v_is_fitted_and_said_once(tmp_path):
     code = (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-        "from skillaudit.harness.sandbox import FITTED, Limits, run_python\n"
+        "from skillaudit.sandbox.process import FITTED, Limits, run_python\n"
         "res, _ = run_python('print(6 * 7)', limits=Limits(memory_mb=4096, timeout_s=20))\n"
         "out = [res.returncode, res.stdout.strip(), list(FITTED)]")
     got = run_case(code)

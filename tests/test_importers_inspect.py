@@ -289,8 +289,8 @@ def test_arm_log_becomes_arm_records_of_the_same_key(two_task_logs: dict[str, st
     """--arm empty=LOG adds one 'empty' arm record per pair (enabled side), joined by skillaudit's arm reader."""
     from click.testing import CliRunner
 
+    from skillaudit.analysis.counterfactual import load_arms
     from skillaudit.cli import cli
-    from skillaudit.counterfactual import load_arms
 
     out = tmp_path / "runs.jsonl"
     res = CliRunner().invoke(cli, ["import", "inspect", "--enabled", two_task_logs["skills_on"],
@@ -330,8 +330,8 @@ def test_arm_option_names_an_unknown_arm(two_task_logs: dict[str, str], tmp_path
 
 
 def test_importer_arm_names_are_skillaudits() -> None:
-    """The importers accept exactly the arms skillaudit.counterfactual reads, on the same sides."""
-    from skillaudit import counterfactual
+    """The importers accept exactly the arms skillaudit.analysis.counterfactual reads, on the same sides."""
+    from skillaudit.analysis import counterfactual
     from skillaudit.importers import _common
 
     assert _common.ENABLED_ARMS == counterfactual.ENABLED_ARMS and _common.DISABLED_ARMS == counterfactual.DISABLED_ARMS

@@ -100,7 +100,7 @@ needs_real = pytest.mark.skipif(not REGISTRY.is_file(), reason="../shared/data/r
 
 
 def _figures(path: Path) -> list[tuple]:
-    from skillaudit.metrics import compute_metrics
+    from skillaudit.analysis.metrics import compute_metrics
 
     res = compute_metrics(load_runs([str(path)]), n_boot=200, seed=1)
     return [(g.model, g.benchmark, g.n_pairs, g.n_tasks, g.oae, g.oae_ci, g.mcnemar_p, g.oae_p_test,

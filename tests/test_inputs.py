@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from skillaudit.analysis.cost import library_chars, read_records, skill_costs
+from skillaudit.analysis.counterfactual import load_arms
 from skillaudit.cli import cli
-from skillaudit.cost import library_chars, read_records, skill_costs
-from skillaudit.counterfactual import load_arms
 from skillaudit.errors import RunLogError
-from skillaudit.inputs import load_inputs
 from skillaudit.library import load_library
-from skillaudit.provenance import seen_hashes
+from skillaudit.library.provenance import seen_hashes
 from skillaudit.runs import reader as runs_reader
 from skillaudit.runs import workers as runs_workers
+from skillaudit.runs.inputs import load_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = sorted(str(p) for p in (ROOT / "sample_runs").glob("*.jsonl"))
@@ -290,7 +290,7 @@ def test_leaks_are_found_in_either_key_order_and_only_when_asked(tmp_path):
     """A disabled record whose retrievals name a skill is a leak whether `condition` comes before or
     after `retrievals` and whether the skill is an id or an object; a disabled record with an empty
     list is none; the scan runs only with integrity=True (the audit and check ask for it)."""
-    from skillaudit.inputs import load_inputs
+    from skillaudit.runs.inputs import load_inputs
 
     lines = [
         {"task_id": "a", "condition": "enabled", "correct": True, "retrievals": []},

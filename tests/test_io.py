@@ -1,4 +1,4 @@
-"""Plain-JSON conversion of results (skillaudit._io.jsonable)."""
+"""Plain-JSON conversion of results (skillaudit.util.files.jsonable)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skillaudit._io import jsonable
+from skillaudit.util.files import jsonable
 
 
 class _Label(enum.StrEnum):
@@ -34,7 +34,7 @@ def test_dumps_json_writes_what_the_plain_copy_writes():
     """dumps_json gives the bytes of orjson.dumps(jsonable(doc)) for numpy values, non-finite floats, paths, non-string keys and a key orjson cannot write."""
     import orjson
 
-    from skillaudit._io import dumps_json
+    from skillaudit.util.files import dumps_json
 
     doc = {
         "ints": (1, True, None), 2: [0.5, math.nan, -math.inf, 1e-300],

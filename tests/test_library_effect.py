@@ -8,19 +8,19 @@ import numpy as np
 import orjson
 import pytest
 
-from skillaudit import library_effect as library_effect_module
-from skillaudit import regression as regression_module
-from skillaudit._csr import Csr
-from skillaudit.attribution import attribute
-from skillaudit.library_effect import (
+from skillaudit.analysis import library_effect as library_effect_module
+from skillaudit.analysis import regression as regression_module
+from skillaudit.analysis.attribution import attribute
+from skillaudit.analysis.library_effect import (
     _merged_design,
     _permutation_plan,
     heterogeneity_test,
     permutation_variance,
 )
-from skillaudit.regression import SkillEffectRegression
+from skillaudit.analysis.regression import SkillEffectRegression
 from skillaudit.runs import read_text_records
-from skillaudit.simulate import collinear_pair, scenario
+from skillaudit.runs.simulate import collinear_pair, scenario
+from skillaudit.stats._csr import Csr
 
 
 def _runs(rows):
@@ -198,8 +198,8 @@ def test_a_harmful_skill_that_fills_its_cells_is_not_masked():
     place of U_g's permutation variance: 8 of 12), the two-null test in at least 9; the harmful
     skill is pruned, rewritten or sent to mask arms in all 12 and never kept under a library
     verdict."""
-    from skillaudit.library_effect import heterogeneity_tests
-    from skillaudit.recommend import recommend
+    from skillaudit.analysis.library_effect import heterogeneity_tests
+    from skillaudit.decide.recommend import recommend
 
     found = like = 0
     for seed in range(12):
@@ -223,7 +223,7 @@ def test_a_harmful_skill_that_fills_its_cells_is_not_masked():
 
 def test_sequential_stopping_keeps_the_level_and_the_fixed_tests_decisions():
     """With decide_at=0.05 on 300 null data sets, p <= 0.05 in at most 7%, most tests stop at 200 permutations, and the decision equals the 999-permutation test's in at least 98%."""
-    from skillaudit.library_effect import heterogeneity_tests
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     rejected = same = early = 0
     for seed in range(300):
@@ -244,7 +244,7 @@ def test_sequential_stopping_keeps_the_level_and_the_fixed_tests_decisions():
 
 def test_sequential_stopping_settles_a_clear_difference_after_200_permutations():
     """One skill derailing passing runs half the time (300 tasks x 2 epochs): the sequential test stops at 200 permutations with p = 1/201 in at least 18 of 20 data sets."""
-    from skillaudit.library_effect import heterogeneity_tests
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     hits = 0
     for seed in range(20):
@@ -358,7 +358,7 @@ def _two_strata(seed, **kw):
 
 def test_a_cell_tested_with_the_model_permutations_is_exact_under_its_null():
     """A stratum's test computed from the whole population's permutations: p <= 0.05 in at most 7% and p <= 0.2 in 12-28% of 300 null data sets."""
-    from skillaudit.library_effect import heterogeneity_tests
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     p = []
     for seed in range(300):
@@ -373,7 +373,7 @@ def test_a_cell_tested_with_the_model_permutations_is_exact_under_its_null():
 
 def test_a_cell_tested_with_the_model_permutations_agrees_with_its_own_test():
     """The shared test of a stratum has the stand-alone test's statistic exactly and nearly its p-value (999 permutations each)."""
-    from skillaudit.library_effect import heterogeneity_tests
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     for seed in range(5):
         (Z, y, units, strata, tested, base), (rows0, z0, tested0) = _two_strata(
@@ -388,7 +388,7 @@ def test_a_cell_tested_with_the_model_permutations_agrees_with_its_own_test():
 
 def test_a_cell_whose_classes_differ_is_left_to_its_own_test():
     """A subset whose rows' retrieved-set sizes differ under its own design is not tested with shared permutations (None)."""
-    from skillaudit.library_effect import heterogeneity_tests
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     (Z, y, units, strata, tested, base), (rows0, z0, tested0) = _two_strata(1, n_tasks=100)
     short = Csr.from_coo(np.arange(rows0.size), np.zeros(rows0.size, dtype=np.int64), np.ones(rows0.size),
@@ -399,8 +399,8 @@ def test_a_cell_whose_classes_differ_is_left_to_its_own_test():
 
 def test_rank_cell_verdicts_use_the_shared_test(monkeypatch):
     """attribute_models runs one permutation test per model for its cells too, and each cell's verdict has the stand-alone test's statistic."""
-    from skillaudit import library_effect as le
-    from skillaudit.attribution import attribute_models, library_verdict
+    from skillaudit.analysis import library_effect as le
+    from skillaudit.analysis.attribution import attribute_models, library_verdict
 
     calls = []
     real = le.heterogeneity_tests
@@ -461,7 +461,7 @@ def _split_world(seed, n_tasks=500):
 
 def test_a_subset_left_undecided_after_the_population_stopped_stays_exact():
     """The population test stops at 200 permutations (a clear harm in stratum 1); the null stratum 0 goes on permuting alone: p <= 0.05 in at most 7% of 200 data sets."""
-    from skillaudit.library_effect import heterogeneity_tests
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     p, stopped, alone = [], 0, 0
     for seed in range(200):
@@ -476,13 +476,13 @@ def test_a_subset_left_undecided_after_the_population_stopped_stays_exact():
 
 
 # ---------------------------------------------------------------- the C permutation loop (_perm)
-needs_kernel = pytest.mark.skipif(library_effect_module._perm is None, reason="skillaudit._perm was not built")
+needs_kernel = pytest.mark.skipif(library_effect_module._perm is None, reason="skillaudit.analysis._perm was not built")
 
 
 @needs_kernel
 def test_the_c_shuffle_draws_what_numpy_permuted_draws():
     """_perm.shuffle leaves the array and the generator as numpy's Generator.permuted does, block by block, over 40 random layouts."""
-    from skillaudit import _perm
+    from skillaudit.analysis import _perm
 
     for seed in range(40):
         g = np.random.default_rng(seed)
@@ -504,7 +504,7 @@ def test_the_c_shuffle_draws_what_numpy_permuted_draws():
 @needs_kernel
 def test_the_c_loop_gives_the_numpy_tests_numbers_bit_for_bit():
     """With and without the C loop, the test of a population and of its strata has the same statistic, p and number of permutations, exactly (sequential stopping on and off)."""
-    from skillaudit.library_effect import heterogeneity_tests
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     for seed in range(6):
         args, sub = _split_world(seed)
@@ -522,7 +522,7 @@ def test_the_c_loop_gives_the_numpy_tests_numbers_bit_for_bit():
 @needs_kernel
 def test_the_c_loop_refuses_indices_out_of_range():
     """_perm.stats and _perm.shuffle check every index they will read: out of range is a ValueError, not a read past the array."""
-    from skillaudit import _perm
+    from skillaudit.analysis import _perm
 
     shuffled = np.zeros((2, 3), dtype=np.int32)
     rs, ps, r_at = np.array([0, 1], np.int32), np.array([0, 0], np.int32), np.zeros(3)
@@ -542,8 +542,8 @@ def test_the_c_loop_refuses_indices_out_of_range():
 
 
 def test_without_the_c_loop_the_numpy_path_runs(monkeypatch):
-    """With skillaudit._perm missing (no C compiler at install), the test runs in numpy and gives the numbers the C loop gives."""
-    from skillaudit.library_effect import heterogeneity_tests
+    """With skillaudit.analysis._perm missing (no C compiler at install), the test runs in numpy and gives the numbers the C loop gives."""
+    from skillaudit.analysis.library_effect import heterogeneity_tests
 
     args, sub = _split_world(3)
     with_c = heterogeneity_tests(*args[:5], [sub], n_perm=499, seed=3, baseline=args[5], decide_at=0.05)
@@ -555,8 +555,8 @@ def test_skills_differ_holds_its_level_over_topics_of_different_difficulty():
     """Issue 52 F7: a null library over 8 topics of different difficulty (runs are samples of each
     task's pass rate, no skill does anything): the like-with-like test alone says the skills differ
     in most of 12 data sets, the two-null test (both must reject) in at most 2."""
-    from skillaudit.library_effect import both_heterogeneity_tests, heterogeneity_tests
-    from skillaudit.simulate import topic_difficulty
+    from skillaudit.analysis.library_effect import both_heterogeneity_tests, heterogeneity_tests
+    from skillaudit.runs.simulate import topic_difficulty
 
     like = both = 0
     for seed in range(12):

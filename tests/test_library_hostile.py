@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from skillaudit import library as library_mod
 from skillaudit.cli import cli
 from skillaudit.library import load_library, validate_library
-from skillaudit.simulate import simulate
+from skillaudit.runs.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from _factories import pair
 
-from skillaudit.metrics import compute_metrics
+from skillaudit.analysis.metrics import compute_metrics
 from skillaudit.runs import load_runs
 
 # t1 b cond, t2 c cond, t3 cond no flip, t4 b skip, t5 skip, t6 c skip (invoked, empty), t7 b cond
@@ -114,7 +114,7 @@ def test_rae_interval_covers_and_agrees_with_its_test_on_sparse_one_sided_flips(
     import orjson
 
     from skillaudit.runs import read_text_records
-    from skillaudit.simulate import sparse_flips
+    from skillaudit.runs.simulate import sparse_flips
 
     cover = 0
     for seed in range(150):
@@ -150,7 +150,7 @@ def test_k_of_n_counts_do_not_depend_on_how_trials_are_numbered(write_jsonl):
     """Issue 51 F6: 3 trials per side, 2 passes with skills and 1 without on task t, 1 and 2 on u:
     however the trials are numbered, metrics' rescues/harms are the tasks' summed flips (1 and 1)
     and rank's per-skill b/c too; the pair-level counts would read 2/1 or 1/0 by numbering."""
-    from skillaudit.attribution import attribute
+    from skillaudit.analysis.attribution import attribute
 
     def trials(order_on, order_off):
         recs = []

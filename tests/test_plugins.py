@@ -107,7 +107,7 @@ def test_plugins_lists_builtins_and_the_installed_package(plugin):
     res = CliRunner().invoke(cli, ["plugins"])
     assert res.exit_code == 0, res.output
     assert "  demo         skillaudit-demo-plugin 0.1  demo_plugin:agent" in res.output
-    assert "  search       built-in  skillaudit.harness.protocol:search_agent" in res.output
+    assert "  search       built-in  skillaudit.agents.protocol:search_agent" in res.output
     doc = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
     got = {(p["kind"], p["name"]): p["origin"] for p in doc["plugins"]}
     assert got[("graders", "demo-grader")] == got[("importers", "demo")] == "skillaudit-demo-plugin 0.1"

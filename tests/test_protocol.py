@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillaudit.harness.agent import AgentConfig
-from skillaudit.harness.arm_runner import FILLER_TEXT
-from skillaudit.harness.protocol import Skills, body_arm, call_agent, catalog_agent, catalog_hash
-from skillaudit.harness.retrieve import SkillIndex
+from skillaudit.agents.agent import AgentConfig
+from skillaudit.agents.protocol import Skills, body_arm, call_agent, catalog_agent, catalog_hash
+from skillaudit.agents.retrieve import SkillIndex
+from skillaudit.engine.arm_runner import FILLER_TEXT
 from skillaudit.library import load_library
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from skillaudit.analysis.reach import skill_reach
 from skillaudit.cli import cli
-from skillaudit.inputs import load_inputs
-from skillaudit.reach import skill_reach
+from skillaudit.runs.inputs import load_inputs
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 MINIMAX = REAL / "minimax-claude-code" / "minimax-m2.1+claude-code"

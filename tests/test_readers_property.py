@@ -37,9 +37,9 @@ def _timed(fn, *args):
 @FAST
 @given(HOSTILE)
 def test_reply_parsers_never_raise(text):
-    from skillaudit.harness.agent import parse_text_tool_calls
-    from skillaudit.harness.score import code_or_failure, extract_math_answer
-    from skillaudit.harness.taskfile import final_answer
+    from skillaudit.agents.agent import parse_text_tool_calls
+    from skillaudit.sandbox.score import code_or_failure, extract_math_answer
+    from skillaudit.tasks.taskfile import final_answer
 
     _timed(parse_text_tool_calls, text)
     _timed(extract_math_answer, text)
@@ -72,7 +72,7 @@ def test_agent_log_readers_never_raise(tmp_path_factory, lines):
                                                                     "entry_point", "checker", "grader"]),
                                                    JSONISH, max_size=6)), min_size=1, max_size=5))
 def test_task_file_reader_raises_only_its_one_line_error(tmp_path_factory, rows):
-    from skillaudit.harness.taskfile import load_task_file
+    from skillaudit.tasks.taskfile import load_task_file
 
     path = tmp_path_factory.mktemp("tasks") / "tasks.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -54,7 +54,7 @@ def test_rank_does_not_claim_one_pair_per_task(log):
 
 def test_decomposition_draws_every_model(log, monkeypatch):
     """The decomposition figure has a row for each of the 18 models (none silently dropped)."""
-    from skillaudit.metrics import compute_metrics
+    from skillaudit.analysis.metrics import compute_metrics
     from skillaudit.report import figures
     from skillaudit.runs import load_runs
 

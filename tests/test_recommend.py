@@ -9,12 +9,12 @@ import numpy as np
 import orjson
 import pytest
 
-from skillaudit.attribution import attribute, attribute_models
+from skillaudit.analysis.attribution import attribute, attribute_models
+from skillaudit.analysis.metrics import compute_metrics
+from skillaudit.decide.recommend import SCHEMA, mcnemar_sample_size, project, recommend
 from skillaudit.library import Library, Skill
-from skillaudit.metrics import compute_metrics
-from skillaudit.recommend import SCHEMA, mcnemar_sample_size, project, recommend
 from skillaudit.runs import read_text_records
-from skillaudit.simulate import scenario, simulate
+from skillaudit.runs.simulate import scenario, simulate
 
 
 def _pair(tid, y_pos, y_neg, skills=None):
@@ -270,7 +270,7 @@ def test_needs_data_counts_tasks_with_the_design_effect():
 
 def test_one_action_on_two_models_keeps_each_models_own_reason():
     """A merge recommended on two models for different evidence names each model's reason, and the report row of each model shows its own."""
-    from skillaudit.recommend import Recommendation, _combine
+    from skillaudit.decide.recommend import Recommendation, _combine
     from skillaudit.report.view import skill_rows
 
     per_model = {
@@ -292,9 +292,9 @@ def test_skills_on_easy_tasks_are_not_pruned_for_where_they_are_retrieved():
     seeds the harmful one is pruned or rewritten every time and no innocent one is."""
     import orjson
 
-    from skillaudit.attribution import attribute_models
+    from skillaudit.analysis.attribution import attribute_models
     from skillaudit.runs import read_text_records
-    from skillaudit.simulate import easy_hard
+    from skillaudit.runs.simulate import easy_hard
 
     for seed in range(3):
         recs, truth = easy_hard(seed, n_tasks=600)
@@ -309,7 +309,7 @@ def test_mixed_rule_uses_an_exact_binomial_tail():
     """11 flips of 20 at base 1/6 is p ~ 1e-4 exactly (scipy's binom.sf), not the z-test's 2e-6."""
     from scipy.stats import binom
 
-    from skillaudit.recommend import binom_upper_tail
+    from skillaudit.decide.recommend import binom_upper_tail
 
     assert abs(binom_upper_tail(11, 20, 1 / 6) - binom.sf(10, 20, 1 / 6)) < 1e-12
     assert 5e-5 < binom_upper_tail(11, 20, 1 / 6) < 2e-4

@@ -1,4 +1,4 @@
-"""The recommendation policy as a rule table (skillaudit.policy.RULES): one constructed case per
+"""The recommendation policy as a rule table (skillaudit.decide.policy.RULES): one constructed case per
 rule, for which that rule (and no earlier one of its scope) decides; the table's own invariants;
 and the rule ids that `prune --json` carries."""
 
@@ -11,10 +11,10 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from skillaudit.attribution import SkillAttribution
+from skillaudit.analysis.attribution import SkillAttribution
+from skillaudit.analysis.library_effect import LibraryEffect
 from skillaudit.cli import cli
-from skillaudit.library_effect import LibraryEffect
-from skillaudit.policy import (
+from skillaudit.decide.policy import (
     ACTIONS,
     LIBRARY_ACTIONS,
     RULES,
@@ -27,7 +27,7 @@ from skillaudit.policy import (
     first_rule,
     rules_for,
 )
-from skillaudit.recommend import Recommendation, _combine, _library_recommendations
+from skillaudit.decide.recommend import Recommendation, _combine, _library_recommendations
 
 
 # ---------------------------------------------------------------- minimal inputs
@@ -89,7 +89,7 @@ def _skill(row, *others, differences=None, **facts):
 def _bench_split(q_split=0.001):
     rows = {"code": _row(n_retrieved=117, n_tasks=117, b=25, c=4, net=21, rae_k=0.179, p_value=1e-4),
             "math": _row(n_retrieved=109, n_tasks=109, b=4, c=27, net=-23, rae_k=-0.211, p_value=1e-5)}
-    from skillaudit.policy import Rules
+    from skillaudit.decide.policy import Rules
 
     return BenchmarksContext("s", "m", rows, Rules(), q_split=q_split)
 
@@ -320,7 +320,7 @@ def test_a_skill_that_helps_one_benchmark_and_harms_another_is_named_per_benchma
     """B001: harmful on math's pairs alone and helpful on code's (each p <= 0.05), the difference
     with q <= 0.10 -> one rewrite naming both benchmarks with their figures and the gate; with the
     difference's q above 0.10, or one side not significant on its own, no B001."""
-    from skillaudit.policy import BenchmarksContext  # noqa: F401
+    from skillaudit.decide.policy import BenchmarksContext  # noqa: F401
 
     ctx = _bench_split()
     rule = first_rule("benchmarks", ctx)
@@ -408,7 +408,7 @@ def test_prune_json_names_the_rule_of_every_recommendation(tmp_path):
     """On a two-model simulation (one skill hurts one model and helps the other) every
     recommendation in prune --json names a rule of its action, per-model evidence names each
     model's rule, the top-level rule is the first model's, and each reason opens with its rule's summary."""
-    from skillaudit.simulate import scenario
+    from skillaudit.runs.simulate import scenario
 
     runs, lib = scenario("model-split", seed=0).write(tmp_path / "sim")
     res = CliRunner().invoke(cli, ["prune", str(runs), "--skills", str(lib), "--embedder", "tfidf",
@@ -430,9 +430,9 @@ def test_prune_json_names_the_rule_of_every_recommendation(tmp_path):
 
 
 def test_update_rules_block_regenerates_the_docs_table(tmp_path, capsys):
-    """`python -m skillaudit.policy --update FILE` replaces a stale block with the table; a file
+    """`python -m skillaudit.decide.policy --update FILE` replaces a stale block with the table; a file
     without the markers is one line on stderr naming it, exit 2, and is left as it was."""
-    from skillaudit.policy import main, rules_markdown
+    from skillaudit.decide.policy import main, rules_markdown
 
     doc = tmp_path / "a.md"
     doc.write_text("intro\n<!-- rules:start -->\nold table\n<!-- rules:end -->\nafter\n", encoding="utf-8")

@@ -7,9 +7,9 @@ import pytest
 import scipy.sparse as sp
 from test_attribution import _pair, _runs
 
-from skillaudit._csr import Csr
-from skillaudit.attribution import attribute
-from skillaudit.regression import SkillEffectRegression
+from skillaudit.analysis.attribution import attribute
+from skillaudit.analysis.regression import SkillEffectRegression
+from skillaudit.stats._csr import Csr
 
 
 def _co_retrieved(seed: int = 0, n: int = 700):
@@ -87,8 +87,8 @@ def test_regression_point_estimate_is_sklearn_ridge_and_deterministic():
 
 def test_sandwich_interval_agrees_with_bootstrap(monkeypatch):
     """For wide libraries the task-clustered sandwich interval replaces the bootstrap and agrees with it."""
-    import skillaudit.regression as regression_module
-    from skillaudit.regression import SkillEffectRegression
+    import skillaudit.analysis.regression as regression_module
+    from skillaudit.analysis.regression import SkillEffectRegression
 
     rng = np.random.default_rng(11)
     n, p = 3000, 12
@@ -155,7 +155,7 @@ def test_rank_check_finds_dependencies_in_separate_blocks():
 
 def test_gram_shortcuts_equal_the_merged_design():
     """Identical columns, Z'Z, rows retrieving a group alone and Z'y read off X'X equal the per-column path and Z itself."""
-    from skillaudit import regression as am
+    from skillaudit.analysis import regression as am
 
     rng = np.random.default_rng(3)
     for _ in range(30):
@@ -198,7 +198,7 @@ def test_written_out_cg_and_components_equal_scipys():
     from scipy.sparse import linalg as sla
     from scipy.sparse.csgraph import connected_components
 
-    from skillaudit.regression import _components, _ridge_cg
+    from skillaudit.analysis.regression import _components, _ridge_cg
 
     rng = np.random.default_rng(11)
     for case in range(60):
@@ -222,7 +222,7 @@ def test_written_out_cg_and_components_equal_scipys():
 
 def test_small_blocks_skip_the_pivoted_cholesky_with_the_same_null_space(monkeypatch):
     """Blocks up to 500 columns go straight to the eigendecomposition; null spaces equal the Cholesky-first path's."""
-    import skillaudit.regression as attr
+    import skillaudit.analysis.regression as attr
 
     rng = np.random.default_rng(3)
     grams = []
@@ -244,7 +244,7 @@ def test_small_blocks_skip_the_pivoted_cholesky_with_the_same_null_space(monkeyp
 
 def test_peeling_keeps_every_column_a_null_vector_uses():
     """Columns peeled off (alone among the candidates in some row) are zero in every null vector of the design."""
-    from skillaudit.regression import _entangled
+    from skillaudit.analysis.regression import _entangled
 
     rng = np.random.default_rng(21)
     peeled_some = 0
@@ -296,8 +296,8 @@ def test_sandwich_fast_paths_equal_statsmodels_cluster_robust_ols(monkeypatch):
     """With a vanishing ridge the sandwich SEs (diagonal from potri + sparse scores) and the lean CG
     operator equal statsmodels' task-clustered OLS covariance times G/(G-1)."""
     sm = pytest.importorskip("statsmodels.api")
-    import skillaudit.regression as regression_module
-    from skillaudit.regression import SkillEffectRegression
+    import skillaudit.analysis.regression as regression_module
+    from skillaudit.analysis.regression import SkillEffectRegression
 
     X, y, groups = _wide_design()
     monkeypatch.setattr(regression_module, "_MAX_BOOT_SKILLS", 5)
@@ -323,8 +323,8 @@ def test_sandwich_fast_paths_equal_statsmodels_cluster_robust_ols(monkeypatch):
 
 def test_sandwich_diagonal_equals_the_dense_formula_with_a_ridge(monkeypatch):
     """With alpha = 1 the per-skill variances equal diag(A^-1 M A^-1) formed densely, A = X'X + I."""
-    import skillaudit.regression as regression_module
-    from skillaudit.regression import SkillEffectRegression
+    import skillaudit.analysis.regression as regression_module
+    from skillaudit.analysis.regression import SkillEffectRegression
 
     X, y, groups = _wide_design(seed=9)
     monkeypatch.setattr(regression_module, "_MAX_BOOT_SKILLS", 5)
@@ -346,7 +346,7 @@ def test_dense_factorisations_use_one_blas_thread():
     """Inside the factorisation context BLAS has one thread (results independent of -j and cores); outside, its setting is unchanged."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
 
-    from skillaudit.regression import one_blas_thread
+    from skillaudit.analysis.regression import one_blas_thread
 
     before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
     with one_blas_thread():
@@ -359,7 +359,7 @@ def test_sandwich_diagonal_in_column_blocks_and_row_chunks_equals_the_dense_prod
     """_diag_of_sandwich (64-column blocks of A^-1, row chunks of S) equals diag(A^-1 S'S A^-1) formed densely, also when S spans several row chunks and g is not a multiple of 64."""
     import scipy.sparse as sp
 
-    from skillaudit.regression import _diag_of_sandwich
+    from skillaudit.analysis.regression import _diag_of_sandwich
 
     rng = np.random.default_rng(0)
     for n_units, g in ((50, 7), (40_000, 131)):
@@ -375,7 +375,7 @@ def test_merged_design_without_merges_is_x_without_its_empty_columns():
     """With no identical columns, _merge_columns (its direct path) equals X's non-empty columns in order; with identical ones it equals the one-hot product path."""
     import scipy.sparse as sp
 
-    from skillaudit.regression import _identical_columns, _merge_columns
+    from skillaudit.analysis.regression import _identical_columns, _merge_columns
 
     rng = np.random.default_rng(4)
     for merged in (False, True):

@@ -7,8 +7,8 @@ import io
 import numpy as np
 import pytest
 
-from skillaudit import render
-from skillaudit.render import CleanConsole, Table
+from skillaudit.report import render
+from skillaudit.report.render import CleanConsole, Table
 
 
 def _table(n_rows: int, seed: int = 0, wide_cell: str = "") -> Table:

@@ -12,7 +12,7 @@ from _factories import make_skill, pair
 from skillaudit.errors import OutputError
 from skillaudit.report import build_audit, load_audit, write_report
 from skillaudit.report import write as write_mod
-from skillaudit.simulate import simulate
+from skillaudit.runs.simulate import simulate
 
 SIM = {"n_tasks": 900, "n_skills": 12, "n_harmful": 2, "n_helpful": 1, "epochs": 2, "seed": 4}
 
@@ -202,7 +202,7 @@ def test_large_graph_sections_are_bounded(tmp_path, write_jsonl, monkeypatch):
     import networkx as nx
     import numpy as np
 
-    from skillaudit.graph import co_retrieval_graph, interference
+    from skillaudit.analysis.graph import co_retrieval_graph, interference
     from skillaudit.report import build as build_mod
     from skillaudit.runs import load_runs
 

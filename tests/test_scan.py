@@ -1,4 +1,4 @@
-"""The C column scanner (skillaudit/_scan.c): what it accepts it reads exactly as msgspec does."""
+"""The C column scanner (skillaudit/runs/_scan.c): what it accepts it reads exactly as msgspec does."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from skillaudit.runs import load_runs, pairing, reader, records
 
 def test_the_scanner_is_built():
     """`make install` compiles the scanner (setup.py marks it optional only for machines without a compiler)."""
-    from skillaudit import _scan
+    from skillaudit.runs import _scan
 
     assert reader._scan is _scan
     assert reader._State(records._CodeLines(None), adherence=False).tables is not None

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from skillaudit.analysis.metrics import compute_metrics
 from skillaudit.errors import InputError, OutputError
 from skillaudit.library import load_library
-from skillaudit.metrics import compute_metrics
 from skillaudit.runs import load_runs
-from skillaudit.simulate import simulate
+from skillaudit.runs.simulate import simulate
 
 
 def test_same_seed_same_log_other_seed_differs():

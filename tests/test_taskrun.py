@@ -167,7 +167,7 @@ def test_wrong_agent_signature_exit_2(tmp_path):
 
 
 def test_bundled_task_file_scores_each_checker_kind():
-    from skillaudit.harness.taskfile import TaskFileScorer, load_task_file
+    from skillaudit.tasks.taskfile import TaskFileScorer, load_task_file
 
     tasks = {t.task_id: t for t in load_task_file(REPO / "examples" / "tasks" / "tasks.jsonl")}
     kinds = {t.data["kind"] for t in tasks.values()}
@@ -183,8 +183,8 @@ def test_bundled_task_file_scores_each_checker_kind():
 
 
 def test_tests_checker_runs_in_sandbox_and_answer_cannot_fake_equality():
-    from skillaudit.harness import sandbox as _sandbox
-    from skillaudit.harness.taskfile import TaskFileScorer, load_task_file
+    from skillaudit.sandbox import process as _sandbox
+    from skillaudit.tasks.taskfile import TaskFileScorer, load_task_file
 
     if not _sandbox.isolation_status()[0]:
         pytest.skip("sandbox cannot isolate here")

@@ -8,8 +8,8 @@ import pytest
 from _factories import make_skill, pair
 from click.testing import CliRunner
 
-from skillaudit._term import clean
 from skillaudit.cli import cli
+from skillaudit.util.term import clean
 
 OSC0 = "\x1b]0;pwned\x07"  # set the window title
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # write the clipboard

@@ -14,15 +14,15 @@ from typing import Any
 
 import click
 
-from .._io import dumps_json
-from ..errors import SkillauditError
+from skillaudit.errors import SkillauditError
+from skillaudit.util.files import dumps_json
 
 
 class CommandError(click.ClickException):
     """A library error shown as one line, with the error's own exit status."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:
-        from .._term import clean
+        from skillaudit.util.term import clean
 
         super().__init__(clean(message))  # names and paths in it may come from logs and skills
         self.exit_code = exit_code
@@ -104,8 +104,8 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------- output
 def echo(message: Any = "", err: bool = False, nl: bool = True) -> None:
-    """click.echo of a human-readable line, terminal controls in it escaped (`skillaudit._term`)."""
-    from .._term import clean
+    """click.echo of a human-readable line, terminal controls in it escaped (`skillaudit.util.term`)."""
+    from skillaudit.util.term import clean
 
     click.echo(clean(message), err=err, nl=nl)
 
@@ -122,9 +122,9 @@ def warn(message: str) -> None:
 # ---------------------------------------------------------------- reading the inputs, with warnings
 def load_inputs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None, jobs: int = 0,
                         adherence: bool = True, **options: bool) -> Any:
-    """Read the run logs once (`skillaudit.inputs.load_inputs`, `options` passed on); warn (stderr)
+    """Read the run logs once (`skillaudit.runs.inputs.load_inputs`, `options` passed on); warn (stderr)
     about unpaired records and harness-error pairs."""
-    from ..inputs import load_inputs
+    from skillaudit.runs.inputs import load_inputs
 
     inputs = load_inputs(runs, library=library, strict=strict, jobs=jobs, adherence=adherence, **options)
     paired = inputs.runs
@@ -157,7 +157,7 @@ def edited_for_cli(inputs: Any) -> dict[str, bool]:
     """{skill id: edited since the runs?} from the logs' skill hashes; warns once per edited skill."""
     if inputs.library is None:
         return {}
-    from ..provenance import edited_warning
+    from skillaudit.library.provenance import edited_warning
 
     edited = inputs.edited
     for sid in sorted(s for s, e in edited.items() if e):
@@ -169,7 +169,7 @@ def load_library_for_cli(path: str | None) -> Any:
     """Load a skill library leniently, printing its warnings on stderr; None when no path."""
     if path is None:
         return None
-    from ..library import load_library
+    from skillaudit.library import load_library
 
     lib = load_library(path)
     for w in lib.warnings:

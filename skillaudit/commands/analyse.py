@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from ..errors import InputError
-from ._shared import (
+from skillaudit.commands._shared import (
     CommandError,
     arms_for_cli,
     attribution_option,
@@ -32,6 +31,7 @@ from ._shared import (
     strict_option,
     warn,
 )
+from skillaudit.errors import InputError
 
 
 # ---------------------------------------------------------------- metrics
@@ -58,11 +58,11 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
     once, else an exact sign-flip test of each task's summed flips (the task is the unit). With --skills, the
     funnel's "adhered" stage also counts answers that repeat a code line of a retrieved skill.
     """
-    from ..metrics import compute_metrics
+    from skillaudit.analysis.metrics import compute_metrics
 
     lib = load_library_for_cli(skills_path)
     if by_top_k:
-        from ..metrics import top_k_of_files
+        from skillaudit.analysis.metrics import top_k_of_files
 
         docs = []
         for k, files in sorted(top_k_of_files(runs).items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
@@ -72,7 +72,7 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
             if as_json:
                 docs.append({"top_k": k, "inputs": files, **result.to_dict()})
                 continue
-            from ..render import metrics_table
+            from skillaudit.report.render import metrics_table
 
             click.echo(f"top_k = {k if k is not None else 'not logged'} ({', '.join(files)})")
             metrics_table(result)
@@ -87,7 +87,7 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
         doc["inputs"] = list(runs)
         emit_json(doc)
     else:
-        from ..render import arms_table, metrics_table  # rich: only for the table
+        from skillaudit.report.render import arms_table, metrics_table  # rich: only for the table
 
         metrics_table(result)
         if arms is not None:
@@ -112,8 +112,8 @@ def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, mode
                      cache_dir: str | None, threshold: float | None, distance: float | None = None,
                      jobs: int = 0) -> Any:
     """Load runs and library, attribute, cluster; warn about a fallback to tfidf."""
-    from ..attribution import attribute
-    from ..clusters import cluster_library
+    from skillaudit.analysis.attribution import attribute
+    from skillaudit.analysis.clusters import cluster_library
 
     lib = load_library_for_cli(skills_path)
     paired = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, arms=False,
@@ -150,7 +150,7 @@ def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, e
     the pairs retrieving any member, p <= 0.05) and not because of one member alone. Also lists
     near-duplicate pairs, co-retrieval communities and pairs that do worse together.
     """
-    from ..graph import (
+    from skillaudit.analysis.graph import (
         co_retrieval_counts,
         co_retrieval_graph,
         community_summary,
@@ -216,7 +216,12 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
     (similarity), interference flags, and per-skill counts, cluster and community."""
     from pathlib import Path
 
-    from ..graph import co_retrieval_counts, interference, skill_graph, write_graph
+    from skillaudit.analysis.graph import (
+        co_retrieval_counts,
+        interference,
+        skill_graph,
+        write_graph,
+    )
 
     if Path(out).suffix.lower() not in (".graphml", ".json"):
         raise CommandError(f"{out}: --out must end in .graphml or .json")
@@ -252,7 +257,7 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     """(inputs, the selected pairs, the attribution). With `offered_fallback` and no --skills, the
     skills the runs say were offered stand for the library (said in one line); `inputs.library`
     is then that library."""
-    from ..attribution import attribute_models
+    from skillaudit.analysis.attribution import attribute_models
 
     lib = load_library_for_cli(skills_path)
     # rank and prune do not report adherence: the answers are not even decoded
@@ -261,7 +266,7 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     if lib is None and offered_fallback:
         import dataclasses
 
-        from ..library import offered_library
+        from skillaudit.library import offered_library
 
         if inputs.runs.n_pairs and inputs.runs.use_unlogged.all():
             raise CommandError("--skills is required: these runs say which skills were offered, not which were "
@@ -280,7 +285,7 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     attr = attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
                             n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms, jobs=jobs)
     if edited:
-        from ..provenance import mark_edited
+        from skillaudit.library.provenance import mark_edited
 
         attr = mark_edited(attr, edited)
     return inputs, paired, attr
@@ -329,7 +334,7 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
              "skill can be ranked; `skillaudit audit` reports the effect of offering the skills per model "
              "and per task bundle")
     else:
-        from ..render import rank_tables  # rich: only for the table
+        from skillaudit.report.render import rank_tables  # rich: only for the table
 
         rank_tables(result, top=top or None)
         if cost is not None:
@@ -337,7 +342,7 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
 
 
 def _cost_table(cost: Any, top: int | None = None) -> None:
-    from .._term import clean
+    from skillaudit.util.term import clean
 
     pc = cost.per_condition
     echo("")
@@ -415,8 +420,8 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
     projection. --apply writes a pruned copy (skills pruned for every model); the library itself
     is never modified.
     """
-    from ..prune_view import explain_lines, prune_lines
-    from ..recommend import apply_prune, recommend
+    from skillaudit.decide.recommend import apply_prune, recommend
+    from skillaudit.report.prune_view import explain_lines, prune_lines
 
     if apply_dir is not None and skills_path is None:
         raise CommandError("--apply needs --skills: the library to copy")
@@ -426,7 +431,7 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
     near = harmful = None
     if embedder != "none" and skills_path is not None:
         try:
-            from ..clusters import cluster_library
+            from skillaudit.analysis.clusters import cluster_library
         except ImportError as exc:
             warn(f"near-duplicate detection unavailable ({exc}); no merge suggestions")
         else:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import click
 
-from ._shared import (
+from skillaudit.commands._shared import (
     CommandError,
     arms_for_cli,
     attribution_option,
@@ -82,9 +82,9 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     --out folder is replaced only once the new report is complete, so a failed audit leaves the
     previous report intact. Progress goes to stderr (--quiet silences it).
     """
-    from ..demo import demo_paths
-    from ..report.build import build_audit
-    from ..report.write import check_out_dir, write_report
+    from skillaudit.demo import demo_paths
+    from skillaudit.report.build import build_audit
+    from skillaudit.report.write import check_out_dir, write_report
 
     demo = False
     if not runs and skills_path is None:
@@ -95,7 +95,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     say = _progress(quiet)
     inputs = [*runs, *([skills_path] if skills_path else [])]
     check_out_dir(out_dir, inputs)  # fail before the long steps
-    from .._io import folder_lock
+    from skillaudit.util.files import folder_lock
 
     # one writer per --out folder: a second audit into it fails now, not after the long steps
     click.get_current_context().with_resource(folder_lock(out_dir))
@@ -119,12 +119,17 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     if as_json:
         from pathlib import Path
 
-        from .._documents import read_document
+        from skillaudit.util.documents import read_document
 
         doc = read_document(Path(written["out"]) / "audit.json", max_depth=1000)
         emit_json({**doc, "report": written})
         return
-    from ..report.headline import MAX_MODEL_LINES, bundle_lines, model_table, terminal_lines
+    from skillaudit.report.headline import (
+        MAX_MODEL_LINES,
+        bundle_lines,
+        model_table,
+        terminal_lines,
+    )
 
     h = result.headline
     for line in terminal_lines(h):
@@ -162,11 +167,11 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     without skills. Prints the table behind the figure; --out writes the PNG.
     """
 
-    from .._io import atomic_write_bytes
-    from ..metrics import compute_metrics
-    from ..render import console, pp, pp_ci, pval
-    from ..report.compare import compare_doc
-    from ..report.figures import figure1
+    from skillaudit.analysis.metrics import compute_metrics
+    from skillaudit.report.compare import compare_doc
+    from skillaudit.report.figures import figure1
+    from skillaudit.report.render import console, pp, pp_ci, pval
+    from skillaudit.util.files import atomic_write_bytes
 
     say = _progress(quiet)
     if out_file is not None and any(os.path.abspath(out_file) == os.path.abspath(r) for r in runs):
@@ -199,7 +204,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
         return
     from rich.text import Text
 
-    from ..render import Table
+    from skillaudit.report.render import Table
 
     t = Table(title="Aggregate lift vs RAE per model (percentage points; 95% CI)")
     for col, just in [("model", "left"), ("benchmark", "left"), ("pairs", "right"), ("retrieved", "right"),
@@ -252,8 +257,8 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     that got worse, or an RAE that fell with the change's 95% CI below 0. Always, unless
     --allow-leaks: arm integrity (a run without skills that used one, a run with skills given none).
     """
-    from ..gate import check as _check
-    from ..gate import check_document, load_audit_doc
+    from skillaudit.decide.gate import check as _check
+    from skillaudit.decide.gate import check_document, load_audit_doc
 
     fail_on = fail_on or (("harmful", "regression") if baseline else ("harmful",))
     base = load_audit_doc(baseline) if baseline else None
@@ -263,8 +268,8 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     doc = check_document(paired, lib, n_boot=n_boot, seed=seed, arms=arms)
     failures = _check(doc, tuple(fail_on), base)
     if not allow_leaks:
-        from ..gate import Failure
-        from ..integrity import arm_integrity
+        from skillaudit.analysis.integrity import arm_integrity
+        from skillaudit.decide.gate import Failure
 
         failures = [Failure("integrity", m) for m in arm_integrity(inputs).messages()] + failures
     if as_json:
@@ -287,8 +292,8 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
 @reports_errors
 def diff_cmd(old: str, new: str, as_json: bool) -> None:
     """What changed between two audits (audit.json or check --json): verdicts, RAE, skill actions."""
-    from ..gate import diff, load_audit_doc
-    from ..render import pp, pp_ci
+    from skillaudit.decide.gate import diff, load_audit_doc
+    from skillaudit.report.render import pp, pp_ci
 
     d = diff(load_audit_doc(old), load_audit_doc(new))
     if as_json:

@@ -9,8 +9,7 @@ from typing import Any
 
 import click
 
-from ..errors import SkillauditError
-from ._shared import (
+from skillaudit.commands._shared import (
     CommandError,
     echo,
     emit_json,
@@ -24,6 +23,7 @@ from ._shared import (
     skills_option,
     strict_option,
 )
+from skillaudit.errors import SkillauditError
 
 
 # ---------------------------------------------------------------- validate
@@ -38,12 +38,12 @@ def validate(runs: tuple[str, ...], skills_path: str | None, strict: bool) -> No
     Run logs stop at the first malformed record, arm records included (exit 2, naming
     file:line). The library check lists every problem and exits 1 if there is any.
     """
-    from ..library import validate_library
+    from skillaudit.library import validate_library
 
     if not runs and skills_path is None:
         raise click.UsageError("give run logs, --skills DIR, or both")
     if runs:
-        from ..inputs import load_inputs
+        from skillaudit.runs.inputs import load_inputs
 
         inputs = load_inputs(runs, strict=strict, adherence=False, provenance=False)
         paired = inputs.runs
@@ -60,7 +60,7 @@ def validate(runs: tuple[str, ...], skills_path: str | None, strict: bool) -> No
             echo(str(p))
         if problems:
             raise CommandError(f"{skills_path}: {len(problems)} problem(s)", exit_code=1)
-        from ..library import load_library
+        from skillaudit.library import load_library
 
         echo(f"skills: {len(load_library(skills_path))} valid skill(s) in {skills_path}")
 
@@ -111,7 +111,7 @@ def import_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _finish_import(result: Any, output: str, as_json: bool, quiet: bool) -> None:
-    from ..importers import write_records
+    from skillaudit.importers import write_records
 
     records, report = result
     if not quiet:
@@ -126,7 +126,7 @@ def _finish_import(result: Any, output: str, as_json: bool, quiet: bool) -> None
         why = f"; first: {report.unpaired[0]}" if report.unpaired else ""
         raise CommandError(f"nothing to write: no enabled run pairs with a disabled run{why}", 2)
     if output == "-":
-        from ..importers import dumps_records
+        from skillaudit.importers import dumps_records
 
         data = dumps_records(records)
         stream = getattr(sys.stdout, "buffer", None)
@@ -145,7 +145,7 @@ def _finish_import(result: Any, output: str, as_json: bool, quiet: bool) -> None
 
 
 def _check_import_output(output: str, as_json: bool, inputs: list[str]) -> None:
-    from ..importers import check_output
+    from skillaudit.importers import check_output
 
     if as_json and output == "-":
         raise click.UsageError("--json prints the report on stdout; write the run log with -o FILE")
@@ -157,7 +157,7 @@ class _ImportGroup(click.Group):
     `skillaudit.importers`: each a click command), loaded only when named or listed."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from ..plugins import installed
+        from skillaudit.engine.plugins import installed
 
         extra = [p.name for p in installed("importers") if p.origin != "built-in" and p.name not in self.commands]
         return [*super().list_commands(ctx), *sorted(dict.fromkeys(extra))]
@@ -166,7 +166,7 @@ class _ImportGroup(click.Group):
         cmd = super().get_command(ctx, name)
         if cmd is not None:
             return cmd
-        from ..plugins import find, load
+        from skillaudit.engine.plugins import find, load
 
         if find("importers", name) is None:
             return None
@@ -207,8 +207,8 @@ def import_inspect_cmd(enabled: tuple[str, ...], disabled: tuple[str, ...], tool
     The two sides may be different tasks (skills_on / skills_off) over one dataset: the benchmark
     is named after the dataset, else the task names' common stem.
     """
-    from ..importers._common import check_arm
-    from ..importers.inspect_ai_log import import_inspect
+    from skillaudit.importers._common import check_arm
+    from skillaudit.importers.inspect_ai_log import import_inspect
 
     arms = []
     for spec in arm_logs:
@@ -224,7 +224,7 @@ def import_inspect_cmd(enabled: tuple[str, ...], disabled: tuple[str, ...], tool
     _check_import_output(output, as_json, [*enabled, *disabled, *(p for _, p in arms)])
     ids = None
     if skills_path is not None:
-        from ..library import load_library
+        from skillaudit.library import load_library
 
         ids = load_library(skills_path).ids
     result = import_inspect(enabled, disabled, tool=tool, scorer=scorer, threshold=threshold,
@@ -242,7 +242,7 @@ def import_evalplus_cmd(enabled: tuple[str, ...], disabled: tuple[str, ...], ret
                         output: str, model: str | None, benchmark: str | None, as_json: bool,
                         quiet: bool) -> None:
     """EvalPlus results: correct = base and plus tests both pass."""
-    from ..importers.evalplus import import_evalplus
+    from skillaudit.importers.evalplus import import_evalplus
 
     _check_import_output(output, as_json, [*enabled, *disabled, retrievals or ""])
     result = import_evalplus(enabled, disabled, retrievals=retrievals, model=model, benchmark=benchmark)
@@ -262,7 +262,7 @@ def import_lm_eval_cmd(enabled: tuple[str, ...], disabled: tuple[str, ...], metr
                        threshold: float, filter_name: str | None, retrievals: str | None, output: str,
                        model: str | None, benchmark: str | None, as_json: bool, quiet: bool) -> None:
     """lm-evaluation-harness per-sample logs (--log_samples): pair on doc_id."""
-    from ..importers.lm_eval import import_lm_eval
+    from skillaudit.importers.lm_eval import import_lm_eval
 
     _check_import_output(output, as_json, [*enabled, *disabled, retrievals or ""])
     result = import_lm_eval(enabled, disabled, metric=metric, threshold=threshold,
@@ -286,7 +286,7 @@ def import_skillsbench_cmd(results: tuple[str, ...], threshold: float, enabled_v
                            disabled_values: tuple[str, ...], count: str, output: str, model: str | None,
                            benchmark: str | None, as_json: bool, quiet: bool) -> None:
     """SkillsBench results: per-trial JSON Lines, AgentBeats leaderboard files, or the results registry (k-of-n counts)."""
-    from ..importers.skillsbench import import_skillsbench
+    from skillaudit.importers.skillsbench import import_skillsbench
 
     _check_import_output(output, as_json, list(results))
     result = import_skillsbench(results, threshold=threshold, model=model, benchmark=benchmark,
@@ -314,7 +314,7 @@ def import_harbor_cmd(paths: tuple[str, ...], enabled: tuple[str, ...], disabled
     """Harbor jobs and trials: sides from --enabled / --disabled or from words in the paths (with-skills,
     noskills, ...); skill use from each trial's own log (Claude Code stream-json, ATIF, terminus-2
     episode lists)."""
-    from ..importers.harbor import import_harbor
+    from skillaudit.importers.harbor import import_harbor
 
     if not (paths or enabled or disabled):
         raise click.UsageError("give PATH... (sides read from the paths) or --enabled / --disabled")
@@ -342,8 +342,8 @@ def export(runs: tuple[str, ...], out_dir: str, skills_path: str | None, jobs: i
     invoked, n_skills, adhered); pair_skills.parquet one row per retrieved skill of a pair
     (pair_id, skill_id, rank, score). With --skills, adherence also counts code-line matches.
     """
-    from ..errors import require
-    from ..export import export_parquet
+    from skillaudit.errors import require
+    from skillaudit.runs.export import export_parquet
 
     require("pyarrow", "parquet")
     lib = load_library_for_cli(skills_path)

@@ -8,8 +8,7 @@ import os
 
 import click
 
-from ..errors import InputError
-from ._shared import (
+from skillaudit.commands._shared import (
     CommandError,
     arms_for_cli,
     bootstrap_option,
@@ -25,6 +24,7 @@ from ._shared import (
     strict_option,
     warn,
 )
+from skillaudit.errors import InputError
 
 
 # ---------------------------------------------------------------- simulate
@@ -54,8 +54,8 @@ def simulate(out_dir: str, n_tasks: int, n_skills: int, n_harmful: int, n_helpfu
     that hurts one model and helps another), null-epochs (no effect, 5 epochs per task).
     truth.json says what was planted.
     """
-    from ..simulate import scenario as _scenario
-    from ..simulate import simulate as _simulate
+    from skillaudit.runs.simulate import scenario as _scenario
+    from skillaudit.runs.simulate import simulate as _simulate
 
     if scenario is not None:
         sim = _scenario(scenario, seed=seed)
@@ -193,10 +193,10 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
     import dataclasses
     import os
 
-    from ..engine.dispatch import run
-    from ..engine.options import RunOptions, parse_exclude
-    from ..harness.agent import AgentConfig
-    from ..harness.score import Limits
+    from skillaudit.agents.agent import AgentConfig
+    from skillaudit.engine.dispatch import run
+    from skillaudit.engine.options import RunOptions, parse_exclude
+    from skillaudit.sandbox.score import Limits
 
     if engine == "harbor":
         return _run_harbor(dataset, agent_name, skills_path, out_path, model_name, harbor_env, trials, n_concurrent,
@@ -230,12 +230,12 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
                       skills_mode=skills_mode, episode_timeout=episode_timeout, threshold=threshold,
                       reuse=reuse_path, reuse_skills=reuse_skills, engine=engine)
     if dry_run:
-        from ..engine.reuse import reuse_plan_for
+        from skillaudit.engine.reuse import reuse_plan_for
 
         emit_json(reuse_plan_for(opts).to_dict())
         return
     summary = run(opts, quiet=quiet or as_json)
-    from ..harness.sandbox import FITTED
+    from skillaudit.sandbox.process import FITTED
 
     for w in [*summary.warnings, *FITTED]:
         warn(w)
@@ -269,7 +269,7 @@ def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, o
                 task_ids: tuple[str, ...], jobs_dir: str | None, model_label: str | None, dry_run: bool,
                 as_json: bool, quiet: bool, reuse: str | None = None, no_skills_dataset: str | None = None) -> None:
     """`run --engine harbor`: the maintainer's own agent under Harbor (skillaudit.engine.harbor)."""
-    from ..engine.harbor import HarborRun, run_harbor
+    from skillaudit.engine.harbor import HarborRun, run_harbor
 
     if not dataset or not agent_name:
         raise InputError("--engine harbor needs --dataset and --agent-name (Harbor's agent; --model is its model)")
@@ -346,13 +346,13 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
     --out) the re-runs are made first, with the base runs' own sampling and tool settings;
     otherwise produce them with `skillaudit run --arms pruned --prune PRUNE.json ...`.
     """
-    from ..verify import prune_sets_of
-    from ..verify import verify as _verify
+    from skillaudit.analysis.verify import prune_sets_of
+    from skillaudit.analysis.verify import verify as _verify
 
     sets = None
     if prune_json is not None:
         if os.path.isfile(prune_json) and prune_json.endswith(".json"):
-            from .._documents import read_document
+            from skillaudit.util.documents import read_document
 
             doc = read_document(prune_json)
             try:
@@ -361,7 +361,7 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
                 msg = str(exc)
                 raise CommandError(msg if msg.startswith(prune_json) else f"{prune_json}: {msg}") from None
         else:
-            from ..engine.options import parse_exclude
+            from skillaudit.engine.options import parse_exclude
 
             ids = parse_exclude(prune_json)
             if not ids:
@@ -372,7 +372,7 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
             raise CommandError("verify --endpoint needs --skills, --model and --out")
         if not sets:
             raise CommandError("verify --endpoint needs --prune: the prune set to re-run without")
-        from ..verify import rerun_pruned
+        from skillaudit.analysis.verify import rerun_pruned
 
         label = model_label or model_name
         prune_ids = tuple(sets.get(label) or sets.get("*") or ())
@@ -389,7 +389,7 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
     if as_json:
         emit_json({**result.to_dict(), "inputs": list(runs)})
         return
-    from ..render import Table, console, pp, pp_ci
+    from skillaudit.report.render import Table, console, pp, pp_ci
 
     t = Table(title="Removing the prune set: projected vs measured RAE (percentage points; 95% CI)")
     for col, just in [("model", "left"), ("what", "left"), ("tasks (pairs)", "right"), ("re-run", "right"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..errors import InputError
+from skillaudit.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError
-from .loop import RunSummary
-from .options import RunOptions
+from skillaudit.engine.loop import RunSummary
+from skillaudit.engine.options import RunOptions
+from skillaudit.errors import InputError
 
 
 def run(opts: RunOptions, quiet: bool = False,
@@ -27,10 +27,10 @@ def run(opts: RunOptions, quiet: bool = False,
     if opts.agent.tool_mode not in ("text", "native", "chatml"):
         raise InputError("--tool-mode must be text, native or chatml")
     if opts.tasks or opts.agent_spec or opts.skills_mode != "search":
-        from ..harness.taskrun import run_tasks
+        from skillaudit.engine.taskrun import run_tasks
 
         return run_tasks(opts, quiet, on_record)
-    from ..harness.runner import run_arms, run_benchmark
+    from skillaudit.engine.runner import run_arms, run_benchmark
 
     if opts.arms:
         if opts.reuse:

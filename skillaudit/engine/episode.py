@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import HarnessError
-from ..harness.agent import AgentError
-from ..harness.protocol import AgentFailure, ProtocolEpisode
-from ..harness.score import Scorer
-from ..harness.tasks import Task
+from skillaudit.agents.agent import AgentError
+from skillaudit.agents.protocol import AgentFailure, ProtocolEpisode
+from skillaudit.errors import HarnessError
+from skillaudit.sandbox.score import Scorer
+from skillaudit.tasks.benchmarks import Task
 
 
 def task_view(task: Task, seed: int, epoch: int) -> dict[str, Any]:
     """What an agent sees of a task (a task file's view, or a benchmark item's)."""
-    from ..harness.taskfile import agent_view
+    from skillaudit.tasks.taskfile import agent_view
 
     if "kind" in task.data:
         d = agent_view(task)
@@ -72,7 +72,7 @@ def attempt(rec: dict[str, Any], task: Task, scorer: Scorer,
 
 def warm_oracle(scorer: Scorer, task: Task) -> None:
     if task.benchmark == "mbpp_plus":
-        from ..harness.tasks import mbpp_deserialize_inputs
+        from skillaudit.tasks.benchmarks import mbpp_deserialize_inputs
 
         scorer.oracles.get(task, {
             "base": mbpp_deserialize_inputs(task.task_id, task.data["base_input"]),

@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import HarnessError, InputError
-from ..provenance import skill_digest  # Harbor's digest of a skill folder (its lock.json's)
+from skillaudit.errors import HarnessError, InputError
+from skillaudit.library.provenance import (
+    skill_digest,  # Harbor's digest of a skill folder (its lock.json's)
+)
 
 INSTALL_HINT = ("harbor is not installed: install it with `uv tool install harbor` (or `pipx install harbor`; "
                 "it needs Python >= 3.12), or point SKILLAUDIT_HARBOR at its executable")
@@ -108,7 +110,7 @@ def _kwarg(value: str) -> Any:
 def shipped_skills(dataset: str) -> dict[str, list[str]] | None:
     """{task: the skills it ships in environment/skills/} of a local dataset folder (tasks shipping
     none left out), or None for a registry dataset (not checked)."""
-    from ..importers.harbor import task_skills
+    from skillaudit.importers.harbor import task_skills
 
     root = Path(dataset)
     if not root.is_dir():
@@ -202,7 +204,7 @@ def commands(run: HarborRun, config_paths: dict[str, Path], harbor: str = "harbo
 
 def write_configs(run: HarborRun) -> dict[str, Path]:
     """The job config(s) written (atomically) into the jobs folder: {job name: path}."""
-    from .._io import atomic_write_text
+    from skillaudit.util.files import atomic_write_text
 
     run.jobs_path.mkdir(parents=True, exist_ok=True)
     paths = {}
@@ -217,7 +219,7 @@ def library_state(skills: str) -> tuple[dict[str, str], str]:
     lists skills sees of each (name and description)."""
     import hashlib
 
-    from ..library import load_library
+    from skillaudit.library import load_library
 
     root = Path(skills)
     digests = {d.name: skill_digest(d) for d in sorted(root.iterdir()) if (d / "SKILL.md").is_file()}
@@ -246,7 +248,7 @@ class ReusePlan:
 def plan_reuse(run: HarborRun) -> ReusePlan:
     """Copy what cannot have changed: every without-skills record, and the with-skills records of a
     task whose used skills (Harbor's digests) and catalog (names and descriptions) are unchanged."""
-    from .output import existing_records
+    from skillaudit.engine.output import existing_records
 
     old = Path(run.reuse or "")
     if not old.is_file():
@@ -406,8 +408,8 @@ def _run_jobs(run: HarborRun, cmds: dict[str, list[str]], quiet: bool, say: Call
 def _run_reuse(run: HarborRun, *, dry_run: bool, quiet: bool, say: Callable[[str], None]) -> HarborSummary:
     """`--reuse OLD`: copy what cannot have changed into `run.out` (a new file), run the with-skills
     job over the changed tasks only, pair its trials with the old no-skills trials."""
-    from .._io import atomic_write_bytes
-    from .output import existing_records, record_key
+    from skillaudit.engine.output import existing_records, record_key
+    from skillaudit.util.files import atomic_write_bytes
 
     out = Path(run.out)
     if out.exists() and out.resolve() == Path(run.reuse or "").resolve():
@@ -442,7 +444,7 @@ def _run_reuse(run: HarborRun, *, dry_run: bool, quiet: bool, say: Callable[[str
     t0 = time.monotonic()
     paths = write_configs(rerun_run)
     _run_jobs(rerun_run, commands(rerun_run, paths, harbor), quiet, say, summary)
-    from ..importers.harbor import import_harbor
+    from skillaudit.importers.harbor import import_harbor
 
     records, report = import_harbor(enabled=[str(rerun_run.jobs_path / job_name)], disabled=plan.disabled_jobs,
                                     model=run.model_label, offered=run.skills)
@@ -475,7 +477,7 @@ def _quote(word: str) -> str:
 def _import_jobs(run: HarborRun, summary: HarborSummary) -> None:
     """Import and pair the job folder(s) (each trial's side from its own agent.skills); append the
     records not yet in `run.out`."""
-    from ..importers.harbor import import_harbor
+    from skillaudit.importers.harbor import import_harbor
 
     folders = [run.jobs_path / name for name in run.job_names()]
     for folder in folders:
@@ -494,7 +496,7 @@ def _import_jobs(run: HarborRun, summary: HarborSummary) -> None:
 
 def _append_new(out: Path, records: list[dict[str, Any]]) -> int:
     """Append the records whose key `out` does not hold yet (fsynced, one line each); how many."""
-    from .output import Writer, existing_records, record_key
+    from skillaudit.engine.output import Writer, existing_records, record_key
 
     have = {record_key(r) for _, r in existing_records(out)}
     new = [r for r in records if record_key(r) not in have]

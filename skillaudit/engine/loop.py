@@ -12,8 +12,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from .output import Writer
-from .plan import Episode, Plan
+from skillaudit.engine.output import Writer
+from skillaudit.engine.plan import Episode, Plan
 
 
 @dataclass
@@ -126,14 +126,14 @@ def execute(plan: Plan, one: Callable[[Episode], dict[str, Any]], writer: Writer
 
 def engine_for(name: str) -> Callable[..., None]:
     """The `execute` of engine `name`: the built-in `threads` (this module's `execute`) or an
-    installed plugin's (`skillaudit.plugins`, group `skillaudit.engines`)."""
+    installed plugin's (`skillaudit.engine.plugins`, group `skillaudit.engines`)."""
     if name == "threads":
         return execute
-    from ..plugins import load
+    from skillaudit.engine.plugins import load
 
     fn = load("engines", name, f"--engine {name}")
     if not callable(fn):
-        from ..errors import InputError
+        from skillaudit.errors import InputError
 
         raise InputError(f"--engine {name}: the plugin's object is not callable")
     return fn

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import InputError
-from ..harness.agent import AgentConfig
-from ..harness.sandbox import Limits
-from ..harness.tasks import Task, load_tasks, sample_tasks
+from skillaudit.agents.agent import AgentConfig
+from skillaudit.errors import InputError
+from skillaudit.sandbox.process import Limits
+from skillaudit.tasks.benchmarks import Task, load_tasks, sample_tasks
 
 CONDITIONS = ("enabled", "disabled")
 
@@ -43,14 +43,14 @@ class RunOptions:
     base: str | None = None  # the log whose enabled runs the arms replay
     prune: tuple[str, ...] = ()  # the `pruned` arm's excluded skills
     unsafe_scoring: bool = False  # score code even where the sandbox cannot isolate it
-    tasks: str | None = None  # `--tasks FILE`: a task file (harness/taskfile.py) instead of a benchmark
-    agent_spec: str | None = None  # `--agent module:callable` (harness/protocol.py)
+    tasks: str | None = None  # `--tasks FILE`: a task file (tasks/taskfile.py) instead of a benchmark
+    agent_spec: str | None = None  # `--agent module:callable` (agents/protocol.py)
     skills_mode: str = "search"  # `--skills-mode`: search (search_skills) or catalog (load_skill)
     episode_timeout: float | None = None  # `--episode-timeout`: seconds per agent call
     threshold: float = 1.0  # `--threshold` for numeric `checker` scores
     reuse: str | None = None  # `--reuse OLD.jsonl`: copy what cannot have changed
     reuse_skills: str | None = None  # `--reuse-skills DIR`: the library OLD was made with (logs without hashes)
-    engine: str = "threads"  # `--engine NAME`: what executes the plan (skillaudit.plugins, group engines)
+    engine: str = "threads"  # `--engine NAME`: what executes the plan (skillaudit.engine.plugins, group engines)
 
 
 def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:
@@ -100,7 +100,7 @@ def parse_exclude(value: str | None) -> tuple[str, ...]:
 
 def select_tasks(opts: RunOptions) -> list[Task]:
     """The tasks a run covers: a task file or a benchmark, then --task-id or --limit, then --shard."""
-    from ..harness.taskfile import load_task_file
+    from skillaudit.tasks.taskfile import load_task_file
 
     tasks = load_task_file(opts.tasks) if opts.tasks else load_tasks(opts.benchmark, opts.data)
     if opts.task_ids:

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import OutputError
+from skillaudit.errors import OutputError
 
 
 def existing_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -63,7 +63,7 @@ def prepare_output(path: Path, retry_errors: bool) -> set[tuple]:
         raw = path.read_bytes()
         truncated_tail = bool(raw) and not raw.endswith(b"\n")
     if dropped or truncated_tail:
-        from .._io import atomic_write_bytes
+        from skillaudit.util.files import atomic_write_bytes
 
         atomic_write_bytes(path, b"".join(k + b"\n" for k in keep))
     return done

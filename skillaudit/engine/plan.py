@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .options import CONDITIONS
+from skillaudit.engine.options import CONDITIONS
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from ..errors import InputError
-from ..harness.protocol import catalog_hash
-from ..harness.retrieve import SkillIndex
-from .options import RunOptions
-from .output import existing_records, record_key
+from skillaudit.agents.protocol import catalog_hash
+from skillaudit.agents.retrieve import SkillIndex
+from skillaudit.engine.options import RunOptions
+from skillaudit.engine.output import existing_records, record_key
+from skillaudit.errors import InputError
 
 
 @dataclass
@@ -82,7 +82,7 @@ def plan_reuse(old: str, index: SkillIndex, mode: str = "search", reuse_library:
     """Plan a re-audit: disabled records are copied (they never see the library); an enabled record
     is copied when the skills it was shown are unchanged (content hash), its searches, re-ranked
     offline over the new library, return the same list, and (catalog mode) the catalog is unchanged."""
-    from ..library import load_library
+    from skillaudit.library import load_library
 
     path = Path(old)
     if not path.is_file():
@@ -111,7 +111,7 @@ def plan_reuse(old: str, index: SkillIndex, mode: str = "search", reuse_library:
 
 def seed_output(out: Path, plan: ReusePlan) -> int:
     """Write the plan's copied records into a new `out` (refuses to touch the old log)."""
-    from .._io import atomic_write_bytes
+    from skillaudit.util.files import atomic_write_bytes
 
     if out.resolve() == Path(plan.old).resolve():
         raise InputError("--reuse: --out must be a new file, not the old log")
@@ -128,7 +128,7 @@ def seed_output(out: Path, plan: ReusePlan) -> int:
 
 def reuse_plan_for(opts: RunOptions) -> ReusePlan:
     """The `--reuse OLD --dry-run` plan for these options (no model call, nothing written)."""
-    from ..library import load_library
+    from skillaudit.library import load_library
 
     if not opts.skills:
         raise InputError("--skills is required: the plan re-ranks logged searches over it")

@@ -11,7 +11,13 @@ then disabled), and a report of what was read and what could not be paired and w
 - `harbor.import_harbor`: Harbor job / trial folders (skill use from Claude Code trajectories)
 """
 
-from ._common import ImportReport, Unpaired, check_output, dumps_records, write_records
+from skillaudit.importers._common import (
+    ImportReport,
+    Unpaired,
+    check_output,
+    dumps_records,
+    write_records,
+)
 
 FORMATS = ("inspect", "evalplus", "lm-eval", "skillsbench", "harbor")
 

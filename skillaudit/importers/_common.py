@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from .._io import atomic_write_bytes
-from ..errors import ImportFormatError, InputError, OutputError
+from skillaudit.errors import ImportFormatError, InputError, OutputError
+from skillaudit.util.files import atomic_write_bytes
 
 ENABLED, DISABLED = "enabled", "disabled"
 Key = tuple[str, str, str, int]  # (model, benchmark, task_id, epoch)
@@ -544,9 +544,9 @@ def join_retrievals(pairer: Pairer, table: dict[tuple[str, int | None], list[dic
 
 # ---------------------------------------------------------------- reading and writing files
 def read_bytes(path: str) -> bytes:
-    """The bytes of an input file or stream, bounded (see skillaudit._documents: size cap,
+    """The bytes of an input file or stream, bounded (see skillaudit.util.documents: size cap,
     regular file or stream, a read timeout for a FIFO); a problem is one InputError line."""
-    from .._documents import read_document_bytes
+    from skillaudit.util.documents import read_document_bytes
 
     return read_document_bytes(path)
 
@@ -554,7 +554,7 @@ def read_bytes(path: str) -> bytes:
 def load_json(path: str, expected: str) -> Any:
     """Parse a whole JSON file; a parse error names the file, line and what was expected; a
     document nested too deeply or holding a non-finite number names the JSON path."""
-    from .._documents import parse_document
+    from skillaudit.util.documents import parse_document
 
     return parse_document(read_bytes(path), path, expected=expected, err=ImportFormatError)
 

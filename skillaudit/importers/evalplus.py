@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ImportFormatError
-from ._common import (
+from skillaudit.errors import ImportFormatError
+from skillaudit.importers._common import (
     DISABLED,
     ENABLED,
     ImportReport,

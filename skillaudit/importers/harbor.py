@@ -42,11 +42,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._term import named
-from ..errors import ImportFormatError, InputError
-from ._common import DISABLED, ENABLED, ImportReport, Pairer, load_json
-from .trajectories import Trajectory, read_trial
-from .trajectories.claude_code import read_claude_code
+from skillaudit.errors import ImportFormatError, InputError
+from skillaudit.importers._common import DISABLED, ENABLED, ImportReport, Pairer, load_json
+from skillaudit.importers.trajectories import Trajectory, read_trial
+from skillaudit.importers.trajectories.claude_code import read_claude_code
+from skillaudit.util.term import named
 
 __all__ = ["Trajectory", "import_harbor", "read_claude_code", "trajectory_of"]
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import ImportFormatError, InputError, require
-from ._common import (
+from skillaudit.errors import ImportFormatError, InputError, require
+from skillaudit.importers._common import (
     DISABLED,
     ENABLED,
     ImportReport,
@@ -83,7 +83,7 @@ def import_inspect(
     (`_common.name_benchmarks`). `arms` are (arm name, log) pairs (DESIGN §3.1b): their samples
     become arm records of the same key (`replicate` a disabled-side run, the rest enabled-side).
     """
-    from .._documents import check_file_depth
+    from skillaudit.util.documents import check_file_depth
 
     # every log is depth-checked before inspect_ai is even imported (its import alone takes seconds)
     for paths in (enabled, disabled, [p for _, p in arms]):

@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import ImportFormatError, InputError
-from ._common import (
+from skillaudit.errors import ImportFormatError, InputError
+from skillaudit.importers._common import (
     DISABLED,
     ENABLED,
     ImportReport,

@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import ImportFormatError
-from ._common import (
+from skillaudit.errors import ImportFormatError
+from skillaudit.importers._common import (
     DISABLED,
     ENABLED,
     ImportReport,

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from .build import AUDIT_SCHEMA, AuditResult, build_audit, load_audit
-from .write import write_report
+from skillaudit.report.build import AUDIT_SCHEMA, AuditResult, build_audit, load_audit
+from skillaudit.report.write import write_report
 
 __all__ = ["AUDIT_SCHEMA", "AuditResult", "build_audit", "load_audit", "write_report"]

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
-from .._io import jsonable
-from ..errors import InputError
-from ..library_effect import TOO_FEW_FLIPS
-from ..stats import p_text
-from ..stats import pp_text as _pp
+from skillaudit import __version__
+from skillaudit.analysis.library_effect import TOO_FEW_FLIPS
+from skillaudit.errors import InputError
+from skillaudit.stats import p_text
+from skillaudit.stats import pp_text as _pp
+from skillaudit.util.files import jsonable
 
 AUDIT_SCHEMA = "skillaudit.audit/v1"
 SECTIONS = ("metrics", "skills", "clusters", "recommendations", "graph", "inputs")
@@ -66,7 +66,7 @@ class AuditResult:
     inputs: dict[str, Any]
     figures: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    # library-level verdicts per model and benchmark (skillaudit.library_effect)
+    # library-level verdicts per model and benchmark (skillaudit.analysis.library_effect)
     library: list[dict[str, Any]] = field(default_factory=list)
     # measured vs projected, where `pruned` re-runs exist (skillaudit.verify/v1)
     verify: dict[str, Any] | None = None
@@ -251,7 +251,7 @@ def offered_verdict(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> dict[str
 def both_ways_sentence(g: dict[str, Any], alpha: float = VERDICT_ALPHA) -> str | None:
     """The rescue and harm rates of the retrieving pairs against their comparator's, when both are
     higher (`metrics.works_both_ways`); else None."""
-    from ..metrics import both_ways_words, works_both_ways
+    from skillaudit.analysis.metrics import both_ways_words, works_both_ways
 
     return f"they {both_ways_words(g['both_ways'])}" if works_both_ways(g, alpha) else None
 
@@ -392,7 +392,7 @@ def headline(metrics: dict[str, Any], recommendations: dict[str, Any] | None,
              library: Sequence[dict[str, Any]] = (), verify: dict[str, Any] | None = None,
              reach: Sequence[dict[str, Any]] = (), integrity: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer to "does the library help where it is used?", one verdict per model, whether
-    the harm (or help) is library-wide or in specific entries, and (`reach`, `skillaudit.reach`)
+    the harm (or help) is library-wide or in specific entries, and (`reach`, `skillaudit.analysis.reach`)
     how many of the skills each model was offered it opened."""
     pooled = [g for g in metrics["groups"] if g["benchmark"] == "*"]
     per_model = [model_verdict(g) for g in pooled]
@@ -544,12 +544,12 @@ def _audit_inputs(run_paths: Sequence[str], skills_path: str | None, library: An
         library = inputs.library if library is None else library
         runs = inputs.runs if runs is None else runs
     if library is None and skills_path is not None:
-        from ..library import load_library
+        from skillaudit.library import load_library
 
         say(f"reading the skill library {skills_path}")
         library = load_library(skills_path)
     if runs is None:
-        from ..inputs import load_inputs
+        from skillaudit.runs.inputs import load_inputs
 
         say(f"reading {len(run_paths)} run log(s)")
         inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True,
@@ -564,7 +564,7 @@ def _verify_section(runs: Any, arms: Any, n_boot: int, seed: int, say: Progress)
     """Measured vs projected effect of the pruned re-runs, when the logs hold a pruned arm."""
     if arms is None or "pruned" not in arms.names:
         return None
-    from ..verify import verify
+    from skillaudit.analysis.verify import verify
 
     say("measured vs projected effect of the pruned re-runs")
     return verify(runs, arms, n_boot=min(n_boot, 2000), seed=seed).to_dict()
@@ -574,7 +574,7 @@ def _mark_edited(attr: Any, edited: dict[str, bool] | None, notes: list[str]) ->
     """The attribution with each skill's edited-since-the-runs flag; a note names the edited ones."""
     if not edited:
         return attr
-    from ..provenance import mark_edited
+    from skillaudit.library.provenance import mark_edited
 
     attr = mark_edited(attr, edited)
     changed = sorted(s for s, e in edited.items() if e)
@@ -588,7 +588,7 @@ def _mark_edited(attr: Any, edited: dict[str, bool] | None, notes: list[str]) ->
 def _clusters_step(library: Any, rows: dict[str, Any], runs: Any, notes: list[str], *, embedder: str,
                    embed_model: str | None, cache_dir: str | None, threshold: float | None) -> tuple[Any, dict[str, Any]]:
     """Embed and cluster the library: (the cluster report, the clusters section without communities)."""
-    from ..clusters import cluster_library
+    from skillaudit.analysis.clusters import cluster_library
 
     cluster_rep = cluster_library(library, rows, runs, embedder=embedder, model_path=embed_model,
                                   cache_dir=cache_dir, threshold=threshold)
@@ -643,7 +643,7 @@ def _pairs_doc(runs: Any, notes: list[str]) -> dict[str, Any]:
 
 def _skills_doc(attr: Any, library: Any, run_paths: Sequence[str], inputs: Any) -> dict[str, Any]:
     """The skills section: the attribution, the library's descriptions and tokens per skill per model."""
-    from ..cost import cost_by_model
+    from skillaudit.analysis.cost import cost_by_model
 
     skills_doc = attr.to_dict()
     skills_doc["descriptions"] = {s.id: s.description for s in library} if library is not None else {}
@@ -655,9 +655,9 @@ def _skills_doc(attr: Any, library: Any, run_paths: Sequence[str], inputs: Any) 
 
 
 def bundles_section(runs: Any, top: int = 8) -> dict[str, Any]:
-    """The per task-bundle view (skillaudit.bundles) for the report: the most harmful bundles with
+    """The per task-bundle view (skillaudit.analysis.bundles) for the report: the most harmful bundles with
     the agents they hurt, and what cannot be said without skill-use logs."""
-    from ..bundles import bundle_effects
+    from skillaudit.analysis.bundles import bundle_effects
 
     res = bundle_effects(runs)
     worst = res.harmful(top)
@@ -735,7 +735,7 @@ def _graph_section(runs: Any, rows: dict[str, Any], library: Any, near_dups: lis
     of edges for a large library) is never built. The export keeps the backbone the communities
     were found on, the interfering pairs and the near-duplicate pairs audit.json keeps.
     """
-    from ..graph import (
+    from skillaudit.analysis.graph import (
         co_retrieval_counts,
         communities_of,
         community_summary,
@@ -807,14 +807,14 @@ def build_audit(
     """Run every step and return the audit document (InputError on unusable input).
 
     `library` / `runs` may be passed already loaded (the CLI loads them to print warnings), or
-    `inputs` (`skillaudit.inputs.load_inputs`, with cost and digests: the logs read once);
+    `inputs` (`skillaudit.runs.inputs.load_inputs`, with cost and digests: the logs read once);
     otherwise they are loaded from `skills_path` / `run_paths`, each log read once. `edited`
     ({skill id: edited since the runs?}, `provenance.edited_skills`) is read from the logs' skill
     hashes when not given.
     """
-    from ..attribution import attribute_models
-    from ..metrics import compute_metrics
-    from ..recommend import recommend
+    from skillaudit.analysis.attribution import attribute_models
+    from skillaudit.analysis.metrics import compute_metrics
+    from skillaudit.decide.recommend import recommend
     say = progress or _noop
     library, runs, inputs = _audit_inputs(run_paths, skills_path, library, runs, inputs, strict, say)
     notes: list[str] = []
@@ -825,7 +825,7 @@ def build_audit(
         if inputs is not None:
             arms = inputs.arms(runs)
         else:
-            from ..counterfactual import load_arms
+            from skillaudit.analysis.counterfactual import load_arms
 
             arms = load_arms(run_paths, runs)
     metrics = compute_metrics(runs, min_cond=min_cond, n_boot=n_boot, seed=seed, arms=arms)
@@ -840,7 +840,7 @@ def build_audit(
     offered = inputs.offered if inputs is not None else {}
     judged = library
     if library is None and not runs.use_unlogged.all():  # offered-only runs judge no skill (the bundles do)
-        from ..library import offered_library
+        from skillaudit.library import offered_library
 
         judged = offered_library(offered, inputs.offered_unknown if inputs is not None else frozenset())
         if judged is not None:
@@ -850,7 +850,7 @@ def build_audit(
     attr = attribute_models(runs, library=judged, scheme=attribution, regression=reg_boot > 0,
                             n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms, jobs=jobs)
     if edited is None and library is not None:
-        from ..provenance import edited_skills, seen_hashes
+        from skillaudit.library.provenance import edited_skills, seen_hashes
 
         edited = (inputs.edited if inputs is not None and inputs.library is library
                   else edited_skills(inputs.seen_hashes if inputs is not None else seen_hashes(run_paths), library))
@@ -908,11 +908,11 @@ def build_audit(
         if runs.use_unlogged.all():
             library_doc = []  # nothing retrieved to judge entries by: the bundle section says why
     verify_doc = _verify_section(runs, arms, n_boot, seed, say)
-    from ..reach import skill_reach
+    from skillaudit.analysis.reach import skill_reach
 
     reach_doc = [r.to_dict() for r in skill_reach(runs, inputs.offered if inputs is not None else {},
                                                   inputs.offered_unknown if inputs is not None else frozenset())]
-    from ..integrity import arm_integrity
+    from skillaudit.analysis.integrity import arm_integrity
 
     integrity_doc = arm_integrity(inputs).to_dict() if inputs is not None else None
     result = AuditResult(

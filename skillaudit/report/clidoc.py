@@ -44,7 +44,7 @@ def _help(cmd: click.Command, path: tuple[str, ...], root: click.Group) -> str:
 
 def generate() -> str:
     """The whole cli.md text."""
-    from ..cli import cli
+    from skillaudit.cli import cli
 
     root_ctx = _root_context(cli)
     parts = [

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Polygon
 
-from .._term import clean
+from skillaudit.util.term import clean
 
 RED, BLUE, GREY, DARK = "#c0392b", "#2e6da4", "#9aa3ab", "#2b2f33"
 ACTION_COLOURS = {

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._term import wrap
-from ..stats import ci_text as _ci
-from ..stats import p_text
-from ..stats import pp_text as _pp
+from skillaudit.stats import ci_text as _ci
+from skillaudit.stats import p_text
+from skillaudit.stats import pp_text as _pp
+from skillaudit.util.term import wrap
 
 WIDTH = 100
 MAX_LINES = 8

@@ -11,7 +11,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from .view import FILTERS, build_view, data_uri
+from skillaudit.report.view import FILTERS, build_view, data_uri
 
 _ENV: Environment | None = None
 

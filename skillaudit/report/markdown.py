@@ -10,8 +10,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from .._term import clean
-from .view import FILTERS, build_view, md
+from skillaudit.report.view import FILTERS, build_view, md
+from skillaudit.util.term import clean
 
 _ENV: Environment | None = None
 

@@ -11,9 +11,9 @@ import base64
 import re
 from typing import Any
 
-from .._term import clean
-from ..render import pp, pp_ci, pval
-from .figures import FIGURES
+from skillaudit.report.figures import FIGURES
+from skillaudit.report.render import pp, pp_ci, pval
+from skillaudit.util.term import clean
 
 #: at most this many skills in the report's ranked table (all of them are in skills.csv)
 MAX_SKILL_ROWS = 300

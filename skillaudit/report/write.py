@@ -16,13 +16,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_directory, is_within
-from ..errors import OutputError
-from . import figures as figures_mod
-from .build import AUDIT_SCHEMA, AuditResult
-from .html import render_html
-from .markdown import render_markdown
-from .view import skill_rows
+from skillaudit.errors import OutputError
+from skillaudit.report import figures as figures_mod
+from skillaudit.report.build import AUDIT_SCHEMA, AuditResult
+from skillaudit.report.html import render_html
+from skillaudit.report.markdown import render_markdown
+from skillaudit.report.view import skill_rows
+from skillaudit.util.files import atomic_directory, is_within
 
 REPORT_FILES = ("report.html", "report.md", "audit.json", "skills.csv", "skill_graph.graphml")
 CSV_COLUMNS = (
@@ -109,7 +109,7 @@ def write_report(result: AuditResult, out_dir: str | Path, *, inputs: Sequence[s
         (tmp / "report.html").write_text(render_html(doc, pngs), encoding="utf-8")
         graph = result.extras.get("graph")
         if graph is not None:
-            from ..graph import graphml_lines
+            from skillaudit.analysis.graph import graphml_lines
 
             (tmp / "skill_graph.graphml").write_text("\n".join(graphml_lines(graph)) + "\n",
                                                      encoding="utf-8")
@@ -119,7 +119,7 @@ def write_report(result: AuditResult, out_dir: str | Path, *, inputs: Sequence[s
 
 def rerender(out_dir: str | Path) -> dict[str, str]:
     """report.md and report.html rendered again from a report folder's audit.json and figures."""
-    from .build import load_audit
+    from skillaudit.report.build import load_audit
 
     out = Path(out_dir)
     result = load_audit(out / "audit.json")

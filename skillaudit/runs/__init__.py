@@ -22,12 +22,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunLogError
-from .paired import PairedRuns
-from .pairing import _pair, _paired
-from .reader import _feed_file, _part, _State
-from .records import ADHERENCE_UNKNOWN, CONDITION_ALIASES, DISABLED, ENABLED, _CodeLines
-from .workers import _auto_jobs, _file_sizes, _parse_parallel, _work_units
+from skillaudit.errors import RunLogError
+from skillaudit.runs.paired import PairedRuns
+from skillaudit.runs.pairing import _pair, _paired
+from skillaudit.runs.reader import _feed_file, _part, _State
+from skillaudit.runs.records import (
+    ADHERENCE_UNKNOWN,
+    CONDITION_ALIASES,
+    DISABLED,
+    ENABLED,
+    _CodeLines,
+)
+from skillaudit.runs.workers import _auto_jobs, _file_sizes, _parse_parallel, _work_units
 
 __all__ = [
     "ADHERENCE_UNKNOWN", "CONDITION_ALIASES", "DISABLED", "ENABLED", "PairedRuns", "load_runs",

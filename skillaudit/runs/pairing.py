@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from .._csr import Csr, indptr_of
-from ..errors import RunLogError, UnpairedError
-from .paired import PairedRuns
-from .reader import _REC_DTYPES, _RET_DTYPES, _VOCAB_OF, _Interner
-from .records import ADHERENCE_UNKNOWN, DISABLED, ENABLED
+from skillaudit.errors import RunLogError, UnpairedError
+from skillaudit.runs.paired import PairedRuns
+from skillaudit.runs.reader import _REC_DTYPES, _RET_DTYPES, _VOCAB_OF, _Interner
+from skillaudit.runs.records import ADHERENCE_UNKNOWN, DISABLED, ENABLED
+from skillaudit.stats._csr import Csr, indptr_of
 
 
 def _remap(vocab: _Interner, names: tuple[str, ...]) -> np.ndarray:

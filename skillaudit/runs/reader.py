@@ -2,7 +2,7 @@
 or the exact path (`runs.records`), streamed into a `_State`.
 
 Nothing is paired here: `_part` hands the columns to `runs.pairing` (or back from a --jobs worker,
-`runs.workers`). What `skillaudit.inputs.load_inputs` keeps of each block beside the records (arm
+`runs.workers`). What `skillaudit.runs.inputs.load_inputs` keeps of each block beside the records (arm
 and hash lines, cost fields, digests) rides along as `_State.extra`.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 try:  # the C column scanner (setup.py builds it when a compiler is there); else msgspec reads all
-    from .. import _scan
+    from skillaudit.runs import _scan
 except ImportError:  # pragma: no cover
     _scan = None  # type: ignore[assignment]
 
@@ -31,8 +31,8 @@ try:  # typed decoding of only the fields read; without it every line takes the 
 except ImportError:  # pragma: no cover
     msgspec = None  # type: ignore[assignment]
 
-from ..errors import RunLogError
-from .records import (
+from skillaudit.errors import RunLogError
+from skillaudit.runs.records import (
     _BOM,
     ADHERENCE_UNKNOWN,
     CONDITION_ALIASES,
@@ -82,7 +82,7 @@ if msgspec is not None:
         retrieved: list[str] | None = None
         invoked: bool | Literal[0, 1] | None = None
         error: Any = None
-        arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.counterfactual
+        arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.analysis.counterfactual
         use_logged: bool | None = None  # false: skills offered (`offered`, not read here), their use not recorded
 
     class _Rec(_RecCore, gc=False):
@@ -109,7 +109,7 @@ class _State:
     def __init__(self, code: _CodeLines, adherence: bool = True, extra: Any = None) -> None:
         self.code = code
         # what else load_inputs keeps of each block (arm and hash lines, cost fields, digests):
-        # an object with feed(), wrap() and finish() (skillaudit.inputs), fresh for each state
+        # an object with feed(), wrap() and finish() (skillaudit.runs.inputs), fresh for each state
         self.extra = extra.fresh() if extra is not None else None
         self.adherence = adherence  # False: answers are not read (adhered stays unknown, -1)
         self.models, self.benches, self.tasks, self.skills = _Interner(), _Interner(), _Interner(), _Interner()
@@ -430,7 +430,7 @@ def _blocks(fh: IO[bytes], seekable: bool, left: int, bom: bool = False) -> Iter
         yield b"".join(pending)
 
 
-#: the bytes every line logging a skill's content hash holds (skillaudit.provenance reads those lines)
+#: the bytes every line logging a skill's content hash holds (skillaudit.library.provenance reads those lines)
 _HASH_NEEDLE = b'"hash"'
 #: a block holding these bytes skips the C scanner (which reads only the plain shape): msgspec or
 #: the exact path read `use_logged` (a superset of the block when it is a view: never a miss)

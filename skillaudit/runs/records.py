@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import orjson
 
-from ..errors import RunLogError
+from skillaudit.errors import RunLogError
 
 ENABLED, DISABLED = 1, 0
 CONDITION_ALIASES = {

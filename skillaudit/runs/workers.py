@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunLogError
-from . import reader
-from .reader import _feed_file, _part, _State
-from .records import _CodeLines
+from skillaudit.errors import RunLogError
+from skillaudit.runs import reader
+from skillaudit.runs.reader import _feed_file, _part, _State
+from skillaudit.runs.records import _CodeLines
 
 _MIN_UNIT = 8 << 20  # below this many bytes per worker, a process costs more than it saves
 

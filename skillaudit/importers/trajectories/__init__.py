@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import os
 
-from .base import Trajectory
+from skillaudit.importers.trajectories.base import Trajectory
 
 __all__ = ["Trajectory", "read_trial"]
 
 
 def read_trial(folder: str | None) -> Trajectory:
     """The skill use of one Harbor trial folder, by what it holds (module docstring)."""
-    from .atif import read_trajectory_json
-    from .claude_code import read_claude_code
+    from skillaudit.importers.trajectories.atif import read_trajectory_json
+    from skillaudit.importers.trajectories.claude_code import read_claude_code
 
     if folder is None:
         return Trajectory(problem="a flattened result file: no trial folder, no trajectory")
@@ -42,7 +42,7 @@ def read_trial(folder: str | None) -> Trajectory:
             return getattr(importlib.import_module(f"{__name__}.{module}"), func)(native)
     gs = os.path.join(agent_dir, "gemini-cli.trajectory.json")
     if os.path.isfile(gs) and not os.path.islink(gs):
-        from .gemini_session import read_gemini_session
+        from skillaudit.importers.trajectories.gemini_session import read_gemini_session
 
         return read_gemini_session(gs)
     tj = os.path.join(agent_dir, "trajectory.json")

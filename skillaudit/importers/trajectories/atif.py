@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...errors import InputError
-from ._rules import Uses
-from .base import Trajectory
+from skillaudit.errors import InputError
+from skillaudit.importers.trajectories._rules import Uses
+from skillaudit.importers.trajectories.base import Trajectory
 
 _AVAILABLE = re.compile(r"<available_skills>(.*?)</available_skills>", re.S)
 _NAME = re.compile(r"<name>\s*([^<\s][^<]*?)\s*</name>")
@@ -28,7 +28,7 @@ MAX_MESSAGE = 1 << 20  # characters of one message searched for the offered list
 def read_trajectory_json(path: str) -> Trajectory:
     """ATIF or the episode list, by the document's shape, streamed (`stream.json_items`: one step
     or episode in memory at a time); unreadable: use unknown."""
-    from .stream import ARRAY, json_items
+    from skillaudit.importers.trajectories.stream import ARRAY, json_items
 
     uses = Uses()
     version: Any = None
@@ -38,7 +38,7 @@ def read_trajectory_json(path: str) -> Trajectory:
         for key, value in json_items(path):
             if key is None:
                 if kind is None:
-                    from .episodes import Episodes
+                    from skillaudit.importers.trajectories.episodes import Episodes
 
                     kind, episodes = "list", Episodes(path)
                 if episodes is not None:
@@ -70,7 +70,7 @@ def _text(message: Any) -> str:
 def _visit(uses: Uses, value: Any) -> None:
     """Every tool call and offered list inside one value of the document (a step, sub-agents' steps
     included)."""
-    from .stream import walk
+    from skillaudit.importers.trajectories.stream import walk
 
     for node in walk(value):
         if "function_name" in node and "arguments" in node:

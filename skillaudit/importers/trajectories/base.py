@@ -8,8 +8,8 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ...errors import InputError
-from ._rules import Uses
+from skillaudit.errors import InputError
+from skillaudit.importers.trajectories._rules import Uses
 
 #: the longest line of a JSON Lines agent log that is parsed; a longer one (a tool output pasted
 #: whole) is skipped in bounded reads, never held in memory
@@ -24,7 +24,7 @@ def log_lines_with(path: str, pattern: re.Pattern[bytes]) -> Iterator[bytes]:
     (SKILLAUDIT_MAX_DOCUMENT_MB) first and must be a regular file; a line over MAX_LOG_LINE (a tool
     output pasted whole) is skipped, never held in memory; InputError (one line) when it cannot be
     read."""
-    from ..._documents import max_document_bytes
+    from skillaudit.util.documents import max_document_bytes
 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))

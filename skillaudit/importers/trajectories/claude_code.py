@@ -12,9 +12,9 @@ import re
 
 import orjson
 
-from ...errors import InputError
-from ._rules import Uses
-from .base import Trajectory, log_lines_with
+from skillaudit.errors import InputError
+from skillaudit.importers.trajectories._rules import Uses
+from skillaudit.importers.trajectories.base import Trajectory, log_lines_with
 
 FORMAT = "Claude Code stream-json"
 

@@ -20,9 +20,9 @@ import re
 
 import orjson
 
-from ...errors import InputError
-from ._rules import Uses, skill_files
-from .base import Trajectory, log_lines_with
+from skillaudit.errors import InputError
+from skillaudit.importers.trajectories._rules import Uses, skill_files
+from skillaudit.importers.trajectories.base import Trajectory, log_lines_with
 
 FORMAT = "Codex exec --json"
 #: the lines that can say something (events are counted as seen); the rest are never parsed

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from ._rules import Uses
-from .base import Trajectory
+from skillaudit.importers.trajectories._rules import Uses
+from skillaudit.importers.trajectories.base import Trajectory
 
 FORMAT = "SkillsBench terminus-2 episode list"
 _AVAILABLE = re.compile(r"available_skills:\s*(\[)")

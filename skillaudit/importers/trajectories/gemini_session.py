@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from ...errors import InputError
-from ._rules import Uses
-from .base import Trajectory
+from skillaudit.errors import InputError
+from skillaudit.importers.trajectories._rules import Uses
+from skillaudit.importers.trajectories.base import Trajectory
 
 FORMAT = "Gemini CLI session JSON"
 _AVAILABLE = re.compile(r"\(Available:\s*([^)]*)\)")
@@ -38,7 +38,7 @@ def _output(call: dict) -> str | None:
 
 def read_gemini_session(path: str) -> Trajectory:
     """Streamed (`stream.json_items`: one message in memory at a time)."""
-    from .stream import ARRAY, json_items
+    from skillaudit.importers.trajectories.stream import ARRAY, json_items
 
     uses = Uses()
     keys: set[str] = set()

@@ -14,16 +14,16 @@ exists; docs/importers.md).
 
 from __future__ import annotations
 
-from ...errors import InputError
-from ._rules import Uses
-from .base import Trajectory
+from skillaudit.errors import InputError
+from skillaudit.importers.trajectories._rules import Uses
+from skillaudit.importers.trajectories.base import Trajectory
 
 FORMAT = "OpenHands trajectory"
 
 
 def read_openhands(path: str) -> Trajectory:
     """Streamed (`stream.json_items`: one event in memory at a time)."""
-    from .stream import ARRAY, json_items
+    from skillaudit.importers.trajectories.stream import ARRAY, json_items
 
     uses = Uses()
     done = False

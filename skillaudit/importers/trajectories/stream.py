@@ -24,7 +24,7 @@ import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ...errors import InputError
+from skillaudit.errors import InputError
 
 CHUNK = 1 << 22
 #: the value yielded as `(key, ARRAY)` when a top-level key's array starts
@@ -110,7 +110,7 @@ class _Reader:
 def json_items(path: str) -> Iterator[tuple[str | None, Any]]:
     """The top level of a JSON document, streamed (module docstring); InputError (one line) when the
     file cannot be read, is over the document cap (SKILLAUDIT_MAX_DOCUMENT_MB) or is not JSON."""
-    from ..._documents import max_document_bytes
+    from skillaudit.util.documents import max_document_bytes
 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))

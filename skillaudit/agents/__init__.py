@@ -1,0 +1,1 @@
+"""The built-in chat agents and the agent protocol: the search and catalog loops, skill retrieval (BM25)."""

@@ -1,0 +1,1 @@
+"""The analyses of paired runs: one module per analysis (metrics, attribution, library effect, ...)."""

@@ -1,0 +1,224 @@
+"""Runs through the agent protocol (`--tasks FILE`, `--agent module:callable`, `--skills-mode
+catalog`) and re-audits that re-run only what changed (`--reuse OLD.jsonl`).
+
+Records follow DESIGN §3.1 like `runner.run_benchmark`'s; resume, `--limit`, `--task-id`, `--epochs`,
+`--shard` and error records work the same way. Catalog-mode records add `meta.skills_mode`,
+`meta.listed` (what the catalog showed), `meta.catalog_hash` and `meta.loaded`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from skillaudit import __version__
+from skillaudit.agents.protocol import (
+    AgentFailure,
+    Skills,
+    call_agent,
+    catalog_agent,
+    catalog_hash,
+    load_agent,
+    search_agent,
+)
+from skillaudit.agents.retrieve import SkillIndex
+from skillaudit.engine.episode import task_view
+from skillaudit.engine.loop import RunSummary, engine_for
+from skillaudit.engine.options import RunOptions, select_tasks, task_seed
+from skillaudit.engine.output import Writer, existing_records, prepare_output
+from skillaudit.engine.plan import Episode, Plan, main_episodes
+from skillaudit.engine.reuse import plan_reuse, seed_output
+from skillaudit.errors import HarnessError, InputError
+from skillaudit.sandbox.score import Scorer
+
+
+class _NullClient:
+    def close(self) -> None:
+        pass
+
+
+def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSummary:
+    """Run every selected task in both conditions through the agent protocol."""
+    from skillaudit.library import load_library
+    from skillaudit.tasks.taskfile import TaskFileScorer
+
+    if opts.arms:
+        if opts.skills_mode != "catalog" or opts.agent_spec:
+            raise InputError("--arms with --tasks: only with the built-in agent in --skills-mode catalog")
+        return run_catalog_arms(opts, quiet, on_record)
+    tasks = select_tasks(opts)  # bad task files fail here, before any model call
+    if opts.agent_spec:
+        agent_fn = load_agent(opts.agent_spec)
+        agent_name = opts.agent_spec
+        client: Any = _NullClient()
+    else:
+        from skillaudit.agents.agent import ChatClient
+
+        client = ChatClient(opts.agent)
+        agent_fn = (catalog_agent if opts.skills_mode == "catalog" else search_agent)(client, opts.agent)
+        agent_name = f"built-in {opts.skills_mode} agent"
+    if not opts.skills:
+        raise InputError("--skills is required: the enabled condition needs a skill library")
+    if any(t.is_code or t.data.get("kind") == "tests" for t in tasks):
+        from skillaudit.sandbox import process as _sandbox
+
+        isolated, why = _sandbox.isolation_status()
+        if not isolated and not opts.unsafe_scoring:
+            raise HarnessError(f"refusing to run model-written code unisolated: {why}; "
+                               "run as root on Linux, or pass --unsafe-scoring to accept the risk")
+    library = load_library(opts.skills)
+    index = SkillIndex(library, set(opts.exclude_skills))
+    if not index.skills:
+        raise InputError("no skills left in the library after --exclude-skills")
+    lib_hash = hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()[:16]
+    benchmark = tasks[0].benchmark if opts.tasks else opts.benchmark
+    model_label = opts.model_label or (opts.agent_spec if opts.agent_spec else opts.agent.model)
+    out = Path(opts.out)
+    reuse_line = None
+    if opts.reuse:
+        plan_r = plan_reuse(opts.reuse, index, opts.skills_mode, reuse_library=opts.reuse_skills,
+                            top_k=opts.agent.top_k)
+        seed_output(out, plan_r)
+        reuse_line = plan_r.sentence()
+    done = prepare_output(out, opts.retry_errors)
+    plan = Plan.of(out, main_episodes(tasks, opts.epochs), done, model_label, benchmark, len(tasks),
+                   label=f"{benchmark} {model_label}", warnings=list(library.warnings), reuse=reuse_line)
+    summary = RunSummary(out=str(out), n_tasks=plan.n_tasks, planned=len(plan.episodes), skipped=plan.skipped,
+                         warnings=plan.warnings, reuse=plan.reuse)
+    if not plan.episodes:
+        return summary
+    scorer: Any = TaskFileScorer(opts.limits, opts.threshold) if opts.tasks else Scorer(opts.limits, opts.cache_dir)
+    base_meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "library_hash": lib_hash,
+                                 "skills_mode": opts.skills_mode, "agent": agent_name,
+                                 "excluded_skills": list(opts.exclude_skills)}
+    if not opts.agent_spec:
+        base_meta.update(opts.agent.public())
+    cat_hash = catalog_hash(index)
+
+    def one(ep_: Episode) -> dict[str, Any]:
+        task, cond, epoch = ep_.source, ep_.condition, ep_.epoch
+        seed = task_seed(opts.seed, task.task_id, epoch)
+        rec: dict[str, Any] = {
+            "task_id": task.task_id, "condition": cond, "correct": False, "model": model_label,
+            "benchmark": benchmark, "epoch": epoch, "invoked": False, "retrievals": [], "answer": "",
+            "meta": {**base_meta, "seed": seed}, "error": None,
+        }
+        skills = Skills(index, opts.agent.top_k) if cond == "enabled" else None
+        try:
+            ep = call_agent(agent_fn, task_view(task, seed, epoch), skills, opts.episode_timeout, agent_name)
+            score, answer = scorer.score(task, ep.answer)
+        except AgentFailure as exc:
+            rec["error"] = f"agent: {exc}"
+            return rec
+        except HarnessError as exc:
+            rec["error"] = f"harness: {exc}"
+            return rec
+        except Exception as exc:  # a bug must not kill a long run
+            rec["error"] = f"unexpected {type(exc).__name__} on task {task.task_id}: {exc}"
+            return rec
+        rec["correct"] = bool(score.correct)
+        rec["invoked"] = ep.invoked
+        rec["retrievals"] = ep.retrievals
+        rec["answer"] = answer if isinstance(answer, str) else ep.answer
+        rec["meta"].update({"latency_s": round(ep.latency_s, 3), "usage": ep.usage, "score": score.reason})
+        if "extracted" in score.details:
+            rec["meta"]["extracted"] = score.details["extracted"]
+        if cond == "enabled":
+            if ep.listed:
+                rec["meta"]["listed"] = ep.listed
+                rec["meta"]["catalog_hash"] = cat_hash
+            rec["meta"]["loaded"] = ep.loaded
+        for k, v in ep.meta.items():
+            rec["meta"].setdefault(k, v)
+        return rec
+
+    engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
+    return summary
+
+
+CATALOG_ARMS = ("random", "filler", "empty", "mask")
+
+
+def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSummary:
+    """Arms of catalog-mode pairs: each S_call enabled run of `opts.base` is replayed (its logged
+    load turn, verbatim) and only what `load_skill` returned changes: `random` (another skill's
+    body), `filler` (same-length text without a procedure), `empty` (nothing), `mask[:M]` (each
+    loaded body kept with probability 1/2, M draws)."""
+    from skillaudit.agents.agent import ChatClient
+    from skillaudit.agents.protocol import body_arm, mask_keeps
+    from skillaudit.engine.arm_runner import FILLER_TEXT, arm_seed, parse_arms
+    from skillaudit.library import load_library
+    from skillaudit.tasks.taskfile import TaskFileScorer
+
+    specs = parse_arms(opts.arms or "")
+    bad = [sp.name for sp in specs if sp.name not in CATALOG_ARMS]
+    if bad:
+        raise InputError(f"--arms {', '.join(bad)}: catalog mode runs {', '.join(CATALOG_ARMS)}")
+    if not opts.base:
+        raise InputError("--arms needs --base: the log whose enabled runs the arms replay")
+    if not opts.skills:
+        raise InputError("--skills is required: the arms replay against the base run's library")
+    tasks = {t.task_id: t for t in select_tasks(RunOptions(**{**opts.__dict__, "limit": None, "task_ids": (),
+                                                                "shard": None}))}
+    index = SkillIndex(load_library(opts.skills))
+    base = []
+    for _, rec in existing_records(Path(opts.base)):
+        meta = rec.get("meta") or {}
+        if (rec.get("arm") is None and rec.get("condition") == "enabled" and rec.get("error") is None
+                and rec.get("invoked") and meta.get("replay") and meta.get("skills_mode") == "catalog"
+                and str(rec.get("task_id")) in tasks):
+            base.append(rec)
+    if opts.task_ids:
+        base = [r for r in base if r["task_id"] in set(opts.task_ids)]
+    if not base:
+        raise InputError(f"--base {opts.base}: no catalog-mode enabled runs that loaded a skill")
+    model_label = opts.model_label or opts.agent.model
+    out = Path(opts.out)
+    done = prepare_output(out, opts.retry_errors)
+    candidates = [Episode(str(rec["task_id"]), "enabled", int(rec.get("epoch", 1)), sp.name, m, source=rec)
+                  for rec in base for sp in specs for m in (range(sp.masks) if sp.name == "mask" else (-1,))]
+    plan = Plan.of(out, candidates, done, model_label, None, len({r["task_id"] for r in base}),
+                   label=f"catalog arms {opts.arms}")
+    summary = RunSummary(out=str(out), n_tasks=plan.n_tasks, planned=len(plan.episodes), skipped=plan.skipped)
+    if not plan.episodes:
+        return summary
+    client = ChatClient(opts.agent)
+    scorer = TaskFileScorer(opts.limits, opts.threshold)
+
+    def one(ep_: Episode) -> dict[str, Any]:
+        rec, arm, m = ep_.source, ep_.arm, ep_.mask
+        task = tasks[rec["task_id"]]
+        seed = int((rec.get("meta") or {}).get("seed", 0))
+        epoch = int(rec.get("epoch", 1))
+        aseed = arm_seed(seed, arm, max(m, 0))
+        agent_fn = catalog_agent(client, opts.agent, {(task.task_id, epoch): rec["meta"]["replay"]})
+        skills = Skills(index, opts.agent.top_k, body_arm=body_arm(arm, index, aseed, FILLER_TEXT))
+        meta: dict[str, Any] = {**opts.agent.public(), "harness": f"skillaudit {__version__}",
+                                "skills_mode": "catalog", "base_seed": seed, "seed": seed,
+                                "library_hash": (rec.get("meta") or {}).get("library_hash")}
+        out_rec: dict[str, Any] = {"task_id": task.task_id, "condition": "enabled", "arm": arm, "correct": False,
+                                   "model": rec.get("model", model_label), "benchmark": rec.get("benchmark"),
+                                   "epoch": epoch, "invoked": False, "retrievals": [], "answer": "",
+                                   "meta": meta, "error": None}
+        if arm == "mask":
+            meta["mask_seed"] = m
+        try:
+            ep = call_agent(agent_fn, task_view(task, seed, epoch), skills, opts.episode_timeout, "built-in catalog agent")
+            score, answer = scorer.score(task, ep.answer)
+        except HarnessError as exc:
+            out_rec["error"] = f"agent: {exc}" if isinstance(exc, AgentFailure) else f"harness: {exc}"
+            return out_rec
+        except Exception as exc:
+            out_rec["error"] = f"unexpected {type(exc).__name__} on task {task.task_id}: {exc}"
+            return out_rec
+        out_rec.update(correct=bool(score.correct), invoked=ep.invoked, retrievals=ep.retrievals, answer=answer)
+        meta.update({"latency_s": round(ep.latency_s, 3), "usage": ep.usage, "score": score.reason,
+                     "loaded": ep.loaded, "replayed_turns": len(rec["meta"]["replay"])})
+        if arm == "mask":
+            meta["kept"] = [s for s in ep.loaded if mask_keeps(aseed, s)]
+            meta["withheld"] = [s for s in ep.loaded if not mask_keeps(aseed, s)]
+        return out_rec
+
+    engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
+    return summary

@@ -1,0 +1,1 @@
+"""The scoring sandbox: untrusted answers run and scored in isolated processes (docs/sandbox.md)."""

@@ -1,0 +1,1 @@
+"""Plumbing every layer may use: atomic files, bounded JSON documents, terminal escaping."""
