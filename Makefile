@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml constraints.txt setup.py skillaudit/runs/_scan.c skilla
 	touch $(STAMP)
 
 test: install
+	$(BIN)/lint-imports --no-logo --no-cache
 	$(BIN)/python -m pytest -q
 
 # The end-to-end Harbor run (real Harbor, Docker, terminus-2, a scripted endpoint) over

@@ -59,3 +59,17 @@ def test_the_graph_sees_function_level_imports():
     assert g.has_edge("skillaudit.engine.dispatch", "skillaudit.engine.taskrun")
     assert g.has_edge("skillaudit.engine.dispatch", "skillaudit.engine.runner")
     assert not g.has_edge("skillaudit.engine.taskrun", "skillaudit.engine.runner")
+
+
+def test_the_layers_contract_covers_every_package_folder():
+    """Issue 54: the package root holds only cli.py, errors.py and __init__.py, and every folder (and
+    those modules) sits in a layer of the import-linter contract `make test` runs."""
+    import tomllib
+
+    cfg = tomllib.loads((PKG.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    [layers] = [c["layers"] for c in cfg["contracts"] if c["type"] == "layers"]
+    named = {m.strip() for layer in layers for m in layer.split("|")}
+    root = {p.name for p in PKG.iterdir() if p.name != "__pycache__" and not p.name.endswith((".so", ".pyc"))}
+    assert {p for p in root if p.endswith(".py")} == {"cli.py", "errors.py", "__init__.py"}
+    top = {f"skillaudit.{p.removesuffix('.py')}" for p in root if p != "__init__.py"}
+    assert top == named, (top - named, named - top)

@@ -21,10 +21,10 @@ from skillaudit.analysis.counterfactual import load_arms
 from skillaudit.cli import cli
 from skillaudit.errors import RunLogError
 from skillaudit.library import load_library
-from skillaudit.library.provenance import seen_hashes
 from skillaudit.runs import reader as runs_reader
 from skillaudit.runs import workers as runs_workers
 from skillaudit.runs.inputs import load_inputs
+from skillaudit.runs.provenance import seen_hashes
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = sorted(str(p) for p in (ROOT / "sample_runs").glob("*.jsonl"))

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from skillaudit.cli import cli
 from skillaudit.library import load_library
-from skillaudit.library.provenance import edited_skills, seen_hashes
+from skillaudit.runs.provenance import edited_skills, seen_hashes
 
 WARN_FIXED = "warning: skill 'fixed' edited since these runs: its verdict describes the old text"
 
@@ -170,8 +170,8 @@ def test_harbor_digests_say_whether_a_folder_skill_was_edited(tmp_path):
     import json as _json
 
     from skillaudit.library import load_library
-    from skillaudit.library.provenance import skill_digest
     from skillaudit.runs.inputs import load_inputs
+    from skillaudit.runs.provenance import skill_digest
 
     lib = tmp_path / "skills"
     (lib / "a" / "scripts").mkdir(parents=True)
@@ -192,7 +192,7 @@ def test_skill_digest_matches_harbors_lock(tmp_path):
     """The digest Harbor 0.26.0 wrote in the recorded pair's lock.json for the harbor-mini skill."""
     from pathlib import Path
 
-    from skillaudit.library.provenance import skill_digest
+    from skillaudit.runs.provenance import skill_digest
 
     mini = Path(__file__).resolve().parents[2] / "shared" / "data" / "harbor-mini" / "skills" / "status-report"
     if not mini.is_dir():

@@ -146,13 +146,13 @@ class Skills:
 
 
 def load_agent(spec: str) -> Callable[[dict[str, Any], Any], Any]:
-    """Import `module:callable`, or the installed agent plugin named `spec` (`skillaudit.engine.plugins`),
+    """Import `module:callable`, or the installed agent plugin named `spec` (`skillaudit.util.plugins`),
     and check it can be called as `agent(task, skills)`."""
     from skillaudit.tasks.taskfile import check_callable, check_signature
 
     if ":" in spec:
         return check_callable(spec, f"--agent {spec}", 2, "agent")
-    from skillaudit.engine.plugins import load
+    from skillaudit.util.plugins import load
 
     return check_signature(load("agents", spec, f"--agent {spec}"), f"--agent {spec}", 2, "agent", spec)
 

@@ -157,7 +157,7 @@ def edited_for_cli(inputs: Any) -> dict[str, bool]:
     """{skill id: edited since the runs?} from the logs' skill hashes; warns once per edited skill."""
     if inputs.library is None:
         return {}
-    from skillaudit.library.provenance import edited_warning
+    from skillaudit.runs.provenance import edited_warning
 
     edited = inputs.edited
     for sid in sorted(s for s, e in edited.items() if e):

@@ -285,7 +285,7 @@ def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: b
     attr = attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
                             n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms, jobs=jobs)
     if edited:
-        from skillaudit.library.provenance import mark_edited
+        from skillaudit.runs.provenance import mark_edited
 
         attr = mark_edited(attr, edited)
     return inputs, paired, attr

@@ -157,7 +157,7 @@ class _ImportGroup(click.Group):
     `skillaudit.importers`: each a click command), loaded only when named or listed."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from skillaudit.engine.plugins import installed
+        from skillaudit.util.plugins import installed
 
         extra = [p.name for p in installed("importers") if p.origin != "built-in" and p.name not in self.commands]
         return [*super().list_commands(ctx), *sorted(dict.fromkeys(extra))]
@@ -166,7 +166,7 @@ class _ImportGroup(click.Group):
         cmd = super().get_command(ctx, name)
         if cmd is not None:
             return cmd
-        from skillaudit.engine.plugins import find, load
+        from skillaudit.util.plugins import find, load
 
         if find("importers", name) is None:
             return None

@@ -14,7 +14,7 @@ def plugins_cmd(as_json: bool) -> None:
     """List the agents (run --agent NAME), graders (a task file's grader: NAME), importers
     (import NAME) and engines (run --engine NAME): the built-ins and those installed packages
     declare as entry points (docs/plugins.md)."""
-    from skillaudit.engine.plugins import GROUPS, installed
+    from skillaudit.util.plugins import GROUPS, installed
 
     found = installed()
     if as_json:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from skillaudit.errors import HarnessError, InputError
-from skillaudit.library.provenance import (
+from skillaudit.runs.provenance import (
     skill_digest,  # Harbor's digest of a skill folder (its lock.json's)
 )
 

@@ -126,10 +126,10 @@ def execute(plan: Plan, one: Callable[[Episode], dict[str, Any]], writer: Writer
 
 def engine_for(name: str) -> Callable[..., None]:
     """The `execute` of engine `name`: the built-in `threads` (this module's `execute`) or an
-    installed plugin's (`skillaudit.engine.plugins`, group `skillaudit.engines`)."""
+    installed plugin's (`skillaudit.util.plugins`, group `skillaudit.engines`)."""
     if name == "threads":
         return execute
-    from skillaudit.engine.plugins import load
+    from skillaudit.util.plugins import load
 
     fn = load("engines", name, f"--engine {name}")
     if not callable(fn):

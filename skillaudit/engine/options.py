@@ -50,7 +50,7 @@ class RunOptions:
     threshold: float = 1.0  # `--threshold` for numeric `checker` scores
     reuse: str | None = None  # `--reuse OLD.jsonl`: copy what cannot have changed
     reuse_skills: str | None = None  # `--reuse-skills DIR`: the library OLD was made with (logs without hashes)
-    engine: str = "threads"  # `--engine NAME`: what executes the plan (skillaudit.engine.plugins, group engines)
+    engine: str = "threads"  # `--engine NAME`: what executes the plan (skillaudit.util.plugins, group engines)
 
 
 def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:

@@ -574,7 +574,7 @@ def _mark_edited(attr: Any, edited: dict[str, bool] | None, notes: list[str]) ->
     """The attribution with each skill's edited-since-the-runs flag; a note names the edited ones."""
     if not edited:
         return attr
-    from skillaudit.library.provenance import mark_edited
+    from skillaudit.runs.provenance import mark_edited
 
     attr = mark_edited(attr, edited)
     changed = sorted(s for s, e in edited.items() if e)
@@ -850,7 +850,7 @@ def build_audit(
     attr = attribute_models(runs, library=judged, scheme=attribution, regression=reg_boot > 0,
                             n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms, jobs=jobs)
     if edited is None and library is not None:
-        from skillaudit.library.provenance import edited_skills, seen_hashes
+        from skillaudit.runs.provenance import edited_skills, seen_hashes
 
         edited = (inputs.edited if inputs is not None and inputs.library is library
                   else edited_skills(inputs.seen_hashes if inputs is not None else seen_hashes(run_paths), library))

@@ -37,14 +37,14 @@ from skillaudit.analysis.counterfactual import (
     join_arms,
     parse_arm_lines,
 )
-from skillaudit.library.provenance import (
+from skillaudit.runs import PairedRuns, _load
+from skillaudit.runs.provenance import (
     DIGESTS_NEEDLE,
     add_digests,
     add_hashes,
     edited_by_digest,
     edited_skills,
 )
-from skillaudit.runs import PairedRuns, _load
 from skillaudit.runs.reader import _HASH_NEEDLE
 from skillaudit.runs.records import CONDITION_ALIASES, DISABLED, ENABLED, _CodeLines
 

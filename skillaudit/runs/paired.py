@@ -41,7 +41,7 @@ class PairedRuns:
     sources: tuple[str, ...] = field(default=())
     n_arm_records: int = 0  # counterfactual arm records set aside (read them with skillaudit.analysis.counterfactual)
     # False: no line the loader read holds the bytes "hash", so no record logs a skill's content
-    # hash and the provenance pass (skillaudit.library.provenance.seen_hashes) has nothing to find
+    # hash and the provenance pass (skillaudit.runs.provenance.seen_hashes) has nothing to find
     skill_hashes: bool = True
     # bool per pair: False where the enabled record says which skills were offered but not which
     # were used (`"use_logged": false`); None when every pair logged its use (the usual case)

@@ -430,7 +430,7 @@ def _blocks(fh: IO[bytes], seekable: bool, left: int, bom: bool = False) -> Iter
         yield b"".join(pending)
 
 
-#: the bytes every line logging a skill's content hash holds (skillaudit.library.provenance reads those lines)
+#: the bytes every line logging a skill's content hash holds (skillaudit.runs.provenance reads those lines)
 _HASH_NEEDLE = b'"hash"'
 #: a block holding these bytes skips the C scanner (which reads only the plain shape): msgspec or
 #: the exact path read `use_logged` (a superset of the block when it is a view: never a miss)

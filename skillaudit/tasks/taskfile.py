@@ -13,7 +13,7 @@ A task file is JSON Lines (one object a line) or YAML (a list of objects). Each 
   `math` (math-verify).
 - `checker: "module:function"`: trusted Python, called as `f(task, answer)`, returning a bool or a
   number (correct when >= `--threshold`).
-- `grader: NAME`: an installed grader plugin (`skillaudit.engine.plugins`, group `skillaudit.graders`),
+- `grader: NAME`: an installed grader plugin (`skillaudit.util.plugins`, group `skillaudit.graders`),
   called like a checker.
 
 Bad input raises `InputError` naming the file and line, before any model call.
@@ -426,10 +426,10 @@ def check_assertions(tests: list[str], entry: str, outputs: list[Any]) -> Score:
 
 
 def grader_for(name: str, where: str) -> Callable[..., Any]:
-    """The pointwise grader plugin `name` (`skillaudit.engine.plugins`, group `skillaudit.graders`):
+    """The pointwise grader plugin `name` (`skillaudit.util.plugins`, group `skillaudit.graders`):
     `grade(task, answer)` -> bool or number. A pairwise one (`pairwise = True`) compares both
     conditions' answers after both ran: the judged-outcome issue; refused here until it lands."""
-    from skillaudit.engine.plugins import BUILTINS, load
+    from skillaudit.util.plugins import BUILTINS, load
 
     if name in BUILTINS["graders"]:
         raise InputError(f"{where}: `grader: {name}` is a built-in checker; use its own field (tests, answer, "

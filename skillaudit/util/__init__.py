@@ -1,1 +1,2 @@
-"""Plumbing every layer may use: atomic files, bounded JSON documents, terminal escaping."""
+"""Plumbing every layer may use: atomic files, bounded JSON documents, terminal escaping, the plugin
+registry (entry-point names only: it imports no agent or grader until one is asked for)."""
