@@ -29,11 +29,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 
+from skillaudit.analysis.methods import NEAR_DUPLICATE_THRESHOLD
 from skillaudit.library.embed import Embeddings, embed_library
 from skillaudit.stats import mcnemar_exact, paired_test
 
-#: near-duplicate cosine similarity, per backend
-NEAR_DUPLICATE_THRESHOLD = {"minilm": 0.80, "tfidf": 0.45}
 #: agglomerative (average linkage) cosine distance threshold, per backend
 CLUSTER_DISTANCE = {"minilm": 0.45, "tfidf": 0.75}
 DEFAULT_ALPHA = 0.05

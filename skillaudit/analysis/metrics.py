@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from skillaudit.analysis.methods import metrics_method
 from skillaudit.runs import PairedRuns
 from skillaudit.stats import (
     design_effect,
@@ -190,10 +191,18 @@ class MetricsResult:
     n_unpaired: int = 0
     n_error_pairs: int = 0
 
+    def method(self) -> dict[str, Any]:
+        """The estimators behind every figure, named from what ran (the groups' own tests, the
+        settings' resamples): `intervals` per figure, `tests` per p, and `sentence`, the words every
+        renderer prints under the table (the report, `metrics`, the progress line)."""
+        return metrics_method(self.settings, [g.score_test for g in self.groups],
+                              [g.p_cond_test for g in self.groups], [g.oae_p_test for g in self.groups])
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "settings": self.settings,
+            "method": self.method(),
             "unpaired_records": self.n_unpaired,
             "error_pairs": self.n_error_pairs,
             "groups": [g.to_dict() for g in self.groups],

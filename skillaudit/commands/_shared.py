@@ -73,8 +73,11 @@ def min_cond_option(what: str = "A cell") -> Callable[[Callable[..., Any]], Call
     )
 
 
+DEFAULT_BOOT = 20_000
+
+
 def bootstrap_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--bootstrap", "n_boot", default=20_000, show_default=True,
+    return click.option("--bootstrap", "n_boot", default=DEFAULT_BOOT, show_default=True,
                         type=click.IntRange(min=0), help=help_text)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from skillaudit.analysis.methods import threshold_help
 from skillaudit.commands._shared import (
     CommandError,
     arms_for_cli,
@@ -39,7 +40,8 @@ from skillaudit.errors import InputError
 @runs_argument()
 @skills_option()
 @min_cond_option()
-@bootstrap_option("Paired bootstrap resamples (task level, epochs kept together); 0 = no CIs.")
+@bootstrap_option("Paired bootstrap resamples (task level, epochs kept together) for the aggregate lift and "
+                  "selection gap; 0 = none (OAE, RAE and Δskip keep their score intervals).")
 @seed_option()
 @mid_p_option
 @click.option("--by-top-k", is_flag=True,
@@ -50,14 +52,7 @@ from skillaudit.errors import InputError
 @reports_errors
 def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boot: int, seed: int,
             mid_p: bool, by_top_k: bool, jobs: int, strict: bool, as_json: bool) -> None:
-    """Paired effects per model and benchmark: aggregate lift, OAE, RAE, delta_skip.
-
-    RAE is (rescues - harms) / pairs on the tasks whose enabled run got skills back; OAE the same
-    over all tasks; aggregate lift is what most papers report (retrieved vs not retrieved inside
-    the enabled run). CIs: task-level paired bootstrap. p cond: exact McNemar when each task ran
-    once, else an exact sign-flip test of each task's summed flips (the task is the unit). With --skills, the
-    funnel's "adhered" stage also counts answers that repeat a code line of a retrieved skill.
-    """
+    """Paired effects per model and benchmark (the help text is `_METRICS_HELP`, from the estimators)."""
     from skillaudit.analysis.metrics import compute_metrics
 
     lib = load_library_for_cli(skills_path)
@@ -103,7 +98,7 @@ def _embedding_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--embedder", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
                         help="minilm (sentence-transformers, offline) or tfidf (TF-IDF + SVD, no model).")(func)
     func = click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
-                        help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.45 tfidf).")(func)
+                        help=threshold_help())(func)
     return func
 
 
@@ -394,7 +389,7 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
               show_default=True,
               help="Near-duplicate detection for merge suggestions (the audit's default; none = skip).")
 @click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
-              help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.45 tfidf).")
+              help=threshold_help())
 @click.option("--apply", "apply_dir", type=click.Path(file_okay=False), default=None,
               help="Write a pruned COPY of the library (plus PRUNED.md) into this new or empty folder.")
 @click.option("--explain", metavar="SKILL", default=None,
@@ -465,3 +460,19 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
         if apply_dir is not None:
             echo(f"wrote a pruned copy of {skills_path} to {apply_dir} "
                        f"({len(left_out or [])} skill(s) left out; see PRUNED.md)")
+
+
+def _metrics_help() -> str:
+    """`metrics --help`, with each method named by `analysis.methods` (what `group_metrics` runs)."""
+    from skillaudit.analysis.methods import P_COND_MID_P_WORDS, P_COND_WORDS, interval_summary
+    from skillaudit.commands._shared import DEFAULT_BOOT
+
+    return ("Paired effects per model and benchmark: aggregate lift, OAE, RAE, delta_skip.\n\n"
+            "RAE is (rescues - harms) / pairs on the tasks whose enabled run got skills back; OAE the same "
+            "over all tasks; aggregate lift is what most papers report (retrieved vs not retrieved inside the "
+            f"enabled run). CIs: {interval_summary(DEFAULT_BOOT)} by default. p cond: {P_COND_WORDS}; with --mid-p, "
+            f"{P_COND_MID_P_WORDS}. The task is the unit. With --skills, the funnel's \"adhered\" stage also "
+            "counts answers that repeat a code line of a retrieved skill.")
+
+
+metrics.help = _metrics_help()

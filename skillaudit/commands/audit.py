@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import click
 
+from skillaudit.analysis.methods import threshold_help
 from skillaudit.commands._shared import (
     CommandError,
     arms_for_cli,
@@ -56,7 +57,7 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Embedding cache folder (default: $SKILLAUDIT_CACHE_DIR or the user cache dir).")
 @click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None,
-              help="Near-duplicate cosine similarity (default: 0.80 minilm, 0.50 tfidf).")
+              help=threshold_help())
 @attribution_option
 @min_cond_option()
 @bootstrap_option("Paired bootstrap resamples of the metrics.")

@@ -5,6 +5,8 @@ the repository's `skills/` and `sample_runs/`; building a wheel or an sdist copi
 point at into the package (package data `demo/**/*`), so an installed skillaudit carries its own
 copy. When the links are missing (a checkout without symlink support) the repository copies next
 to the package are used instead.
+
+Layer (pyproject.toml `[tool.importlinter]`): May import errors only.
 """
 
 from __future__ import annotations

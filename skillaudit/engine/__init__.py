@@ -14,4 +14,6 @@
   catalog arms), each a plan given to `loop.execute`.
 
 Data flows one way: options -> plan -> loop -> output; no module here imports a run mode.
+
+Layer (pyproject.toml `[tool.importlinter]`): May import agents, importers, tasks, sandbox, runs, library, stats, util, errors; never analysis or above.
 """

@@ -9,6 +9,8 @@ then disabled), and a report of what was read and what could not be paired and w
 - `lm_eval.import_lm_eval`: lm-evaluation-harness `samples_<task>_<date>.jsonl`
 - `skillsbench.import_skillsbench`: SkillsBench per-trial results, leaderboard files, results registry
 - `harbor.import_harbor`: Harbor job / trial folders (skill use from Claude Code trajectories)
+
+Layer (pyproject.toml `[tool.importlinter]`): May import runs, library, stats, util, errors; never agents, engine, analysis or above.
 """
 
 from skillaudit.importers._common import (

@@ -2,6 +2,8 @@
 
 Loading is lenient (a bad skill becomes a warning and is skipped); `validate_library` is strict and
 lists every problem. Skill id = `name`.
+
+Layer (pyproject.toml `[tool.importlinter]`): May import stats, util, errors.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@
 - `figures` draws the PNGs (matplotlib, Agg canvas, no global pyplot state);
 - `html` / `markdown` render the document with Jinja2 templates (HTML autoescaped, self-contained);
 - `write.write_report(result, out_dir)` writes everything into `out_dir` atomically.
+
+Layer (pyproject.toml `[tool.importlinter]`): May import decide, analysis and everything below; never commands or cli (clidoc excepted: it documents the click app).
 """
 
 from __future__ import annotations

@@ -819,8 +819,10 @@ def build_audit(
     library, runs, inputs = _audit_inputs(run_paths, skills_path, library, runs, inputs, strict, say)
     notes: list[str] = []
 
+    from skillaudit.analysis.methods import interval_summary
+
     say(f"paired metrics for {runs.n_pairs:,} pairs ({len(runs.models)} model(s), "
-        f"{len(runs.benchmarks)} benchmark(s)): bootstrap with {n_boot:,} resamples")
+        f"{len(runs.benchmarks)} benchmark(s)): {interval_summary(n_boot)}")
     if arms is None and runs.n_arm_records:
         if inputs is not None:
             arms = inputs.arms(runs)

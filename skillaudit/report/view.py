@@ -145,6 +145,7 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "any_small": any("n<min" in r["flags"] for r in mrows),
         "min_cond": metrics.get("settings", {}).get("min_cond"),
         "level": metrics.get("settings", {}).get("level", 0.95),
+        "metrics_method": metrics.get("method") or _method_of(metrics),
         "pooled_groups": [g for g in metrics.get("groups", []) if g.get("benchmark") == "*"],
         "skill_rows": rows[:MAX_SKILL_ROWS],
         "n_skill_rows": len(rows),
@@ -187,3 +188,13 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
 
 def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _method_of(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The metrics' method for a stored document written before it carried one: from its groups."""
+    from skillaudit.analysis.methods import metrics_method
+
+    groups = metrics.get("groups") or []
+    return metrics_method(metrics.get("settings") or {}, [g.get("score_test") or {} for g in groups],
+                          [g.get("p_cond_test") or "score McNemar (Tango)" for g in groups],
+                          [g.get("oae_p_test") or "exact McNemar" for g in groups])

@@ -13,6 +13,8 @@ is done once, with numpy, when every file has been read.
 - `runs.reader`: blocks of lines through the C scanner, msgspec or the exact path, into columns;
 - `runs.workers`: `--jobs`: work units read in worker threads or processes;
 - `runs.pairing`: the columns read become `PairedRuns`.
+
+Layer (pyproject.toml `[tool.importlinter]`): May import library, stats, util, errors.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Statistics: exact McNemar, task-level paired bootstrap, Wilson intervals, Benjamini-Hochberg."""
+"""Statistics: exact McNemar, task-level paired bootstrap, Wilson intervals, Benjamini-Hochberg.
+
+Layer (pyproject.toml `[tool.importlinter]`): May import errors only (numpy, scipy).
+"""
 
 from __future__ import annotations
 

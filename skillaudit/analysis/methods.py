@@ -1,0 +1,67 @@
+"""Each estimator's name and parameters in words, from one place: the metrics' results carry them
+(`MetricsResult.method`), and the report, the help texts and the progress lines print them. Plain
+strings only (no numpy): the CLI's help imports this module.
+
+`group_metrics` computes OAE, RAE and Δskip with Tango's score interval and the score McNemar test it
+inverts (Durkalski's cluster-adjusted test, counts over the Rao-Scott design effect, when tasks ran
+several epochs), the aggregate lift, selection gap and Δskip - RAE with a task-level paired
+bootstrap, and accuracies with a Wilson interval over the task as the unit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: near-duplicate cosine similarity, per embedding backend (`analysis.clusters` uses it)
+NEAR_DUPLICATE_THRESHOLD = {"minilm": 0.80, "tfidf": 0.45}
+
+
+def threshold_help() -> str:
+    """The --threshold help of every command that finds near-duplicates, from the calibrated values."""
+    return ("Near-duplicate cosine similarity (default: "
+            + ", ".join(f"{v:.2f} {k}" for k, v in NEAR_DUPLICATE_THRESHOLD.items()) + ").")
+
+#: what `group_metrics` computes each interval with (the score tests' names come from the groups)
+SCORE_FIGURES = ("oae", "rae", "delta_skip")
+BOOTSTRAP_FIGURES = ("agg_lift", "selection_gap", "skip_minus_rae")
+ACCURACY_INTERVAL = "Wilson interval, the task as the unit (counts over the design effect of its epochs)"
+
+
+def bootstrap_words(n_boot: int, seed: int | None = None) -> str:
+    """The bootstrap as it ran: resamples (and seed), or none."""
+    if not n_boot:
+        return "no interval (--bootstrap 0)"
+    return f"a task-level paired bootstrap ({n_boot:,} resamples" + (f", seed {seed})" if seed is not None else ")")
+
+
+def interval_summary(n_boot: int) -> str:
+    """One line on which figure gets which interval (help texts and progress lines)."""
+    return (f"OAE, RAE and Δskip: Tango score intervals inverting the score McNemar test (Rao-Scott "
+            f"over tasks with epochs); aggregate lift and selection gap: {bootstrap_words(n_boot)}")
+
+
+def metrics_method(settings: dict[str, Any], score_tests: list[dict[str, str]], p_cond_tests: list[str],
+                   oae_tests: list[str]) -> dict[str, Any]:
+    """`MetricsResult.method` from its parts (also for a stored audit.json's groups)."""
+    n_boot, seed = int(settings.get("bootstrap") or 0), settings.get("seed")
+    level = float(settings.get("level", 0.95))
+    tests = sorted({t for st in score_tests for t in st.values()}) or ["score McNemar (Tango)"]
+    tango = "Tango score interval inverting the " + " / ".join(f"{x} test" for x in tests)
+    boot = bootstrap_words(n_boot, seed)
+    p_cond = sorted(set(p_cond_tests))
+    oae = sorted(set(oae_tests))
+    sentence = (f"Percentage points; {round(level * 100)}% CIs: OAE, RAE and Δskip from the {tango} (each "
+                f"interval excludes 0 exactly when its test rejects); aggregate lift and selection gap: "
+                f"{boot}. p: the RAE test on the rescues b and harms c of the tasks that retrieved skills, the task "
+                f"as the unit ({'; '.join(p_cond) or 'none'}).")
+    return {"level": level,
+            "intervals": {**{f: tango for f in SCORE_FIGURES}, **{f: boot for f in BOOTSTRAP_FIGURES},
+                          "accuracy": ACCURACY_INTERVAL},
+            "tests": {"p_cond": p_cond, "oae": oae},
+            "sentence": sentence}
+
+
+#: p cond, as `group_metrics` computes it (without and with --mid-p)
+P_COND_WORDS = ("the score McNemar test the RAE interval inverts (Durkalski's cluster-adjusted test when tasks "
+                "ran several epochs)")
+P_COND_MID_P_WORDS = "the mid-p McNemar test (a sign-flip test of each task's summed flips with epochs)"
