@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from skillaudit.analysis.cost import library_chars, read_records, skill_costs
+from skillaudit.analysis.cost import (
+    inputs_cost,
+    library_chars,
+    read_records,
+    skill_costs,
+    table_report,
+)
 from skillaudit.analysis.counterfactual import load_arms
 from skillaudit.cli import cli
 from skillaudit.errors import RunLogError
@@ -115,7 +121,7 @@ def test_one_pass_equals_the_separate_passes():
         assert (getattr(mine, field).to_scipy() != getattr(theirs, field).to_scipy()).nnz == 0
     assert got.seen_hashes == seen_hashes(SAMPLE)
     chars = library_chars(lib)
-    assert got.cost().to_dict() == skill_costs(read_records(SAMPLE), chars).to_dict()
+    assert inputs_cost(got).to_dict() == skill_costs(read_records(SAMPLE), chars).to_dict()
     assert got.digests == {p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in SAMPLE}
     smol = runs.select(model="smollm2-135m-instruct")
     assert np.array_equal(got.arms(smol).pair, load_arms(SAMPLE, smol).pair)
@@ -141,7 +147,7 @@ def test_byte_ranges_and_gzip_give_the_same(tmp_path, monkeypatch, scanner):
             if b'"arm"' in line]
     assert one.arm_lines == cut.arm_lines == tuple(want)
     assert [w.replace(".jsonl:", ".jsonl.gz:") for w, _ in want] == [w for w, _ in zipped.arm_lines]
-    assert one.cost().to_dict() == cut.cost().to_dict() == zipped.cost().to_dict()
+    assert inputs_cost(one).to_dict() == inputs_cost(cut).to_dict() == inputs_cost(zipped).to_dict()
     assert one.seen_hashes == cut.seen_hashes == zipped.seen_hashes
     assert one.digests == {str(log): hashlib.sha256(log.read_bytes()).hexdigest()}
     assert cut.digests == {}  # ranges: the audit hashes the file itself
@@ -258,7 +264,7 @@ def test_cost_fields_of_every_shape(write_jsonl, fallback, monkeypatch):
         monkeypatch.setattr(runs_reader, "_BLOCK", 2048)
     path = write_jsonl(_odd_records(fallback))
     chars = {"s0": 100, "s1": 250, "s2": 400, "s3": 1000}
-    got = load_inputs([str(path)], cost=True).cost_table.report(chars)
+    got = table_report(load_inputs([str(path)], cost=True).cost_table, chars)
     dicts = read_records([str(path)])
     for r in dicts:  # the old reading failed on a meta that is not an object; now it means "no meta"
         if not isinstance(r.get("meta", {}), dict):

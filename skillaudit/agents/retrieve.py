@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillaudit.errors import HarnessError, require
-from skillaudit.library import Library, Skill
+from skillaudit.library import Library, Skill, render_skill
 
 TOP_K = 3
 MAX_CALLS = 3
@@ -145,11 +145,6 @@ class SkillIndex:
             if rank >= k:
                 break
         return ret
-
-
-def render_skill(skill: Skill) -> str:
-    """A skill in full, as the tool returns it."""
-    return f"## Skill: {skill.id}\n{skill.description.strip()}\n\n{skill.body.strip()}\n"
 
 
 def render_result(index: SkillIndex, ret: Retrieval, shown: set[str]) -> str:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from skillaudit.errors import InputError
+from skillaudit.runs.costs import CostTable  # the reading side (runs/costs.py)
 
 
 @dataclass(frozen=True)
@@ -69,252 +69,71 @@ class CostReport:
                 "per_condition": self.per_condition, "skills": [s.to_dict() for s in self.skills]}
 
 
-def _shown(rec: dict[str, Any]) -> list[str]:
-    """Skills an enabled record was shown in full, first time each (logged order)."""
-    out: list[str] = []
-    for call in rec.get("retrievals") or []:
-        if not isinstance(call, dict) or call.get("error"):
-            continue
-        for h in call.get("skills") or []:
-            sid = h.get("id") if isinstance(h, dict) else h
-            if isinstance(sid, str) and sid not in out:
-                out.append(sid)
-    return out
 
 
 def _mean(xs: Any) -> float | None:
     return round(float(np.mean(xs)), 2) if len(xs) else None
 
 
-def _usage_of(u: Any) -> tuple[int, int] | None:
-    if not isinstance(u, dict) or not isinstance(u.get("prompt_tokens"), int):
-        return None
-    return int(u["prompt_tokens"]), int(u.get("completion_tokens") or 0)
+def table_report(table: CostTable, skill_chars: dict[str, int], keep: Any = None) -> CostReport:
+    """Cost figures of the pairs whose (model, benchmark), as logged, `keep(model, benchmark)`
+    accepts (None: all)."""
+    f: dict[str, Any] = table.freeze().frozen  # type: ignore[assignment]
+    en_rec, dis_rec = f["en_rec"], f["dis_rec"]
+    both = (en_rec >= 0) & (dis_rec >= 0)
+    if keep is not None and both.size:
+        mb, inv = np.unique(np.stack([f["m"], f["b"]], 1), axis=0, return_inverse=True)
+        ok = np.array([bool(keep(f["models"][m], f["benchmarks"][b])) for m, b in mb.tolist()], dtype=bool)
+        both &= ok[inv.ravel()]
+    full = np.flatnonzero(both)  # pairs in first-seen order
+    en, dis = en_rec[full], dis_rec[full]
+    has_u, tok, lat = f["has_u"], f["tok"], f["lat"]
+    per_cond: dict[str, dict[str, float | None]] = {}
+    for name, recs in (("enabled", en), ("disabled", dis)):
+        used = recs[has_u[recs]]
+        la = lat[recs]
+        per_cond[name] = {"prompt_tokens": _mean(tok[used, 0]), "completion_tokens": _mean(tok[used, 1]),
+                          "latency_s": _mean(la[~np.isnan(la)])}
+    # characters of skill text each pair's enabled run was shown
+    chars_of = np.array([skill_chars.get(s, 0) for s in f["skills"]], dtype=np.int64)
+    pair_of = np.full(f["n_rec"], -1, np.int64)
+    pair_of[en] = np.arange(full.size)
+    sp = pair_of[f["shown_rec"]]
+    sel = sp >= 0
+    sp, ss = sp[sel], f["shown_skill"][sel]
+    chars = np.zeros(full.size, np.int64)
+    np.add.at(chars, sp, chars_of[ss])
+    reg = np.flatnonzero(has_u[en] & has_u[dis])
+    x = np.column_stack([np.ones(reg.size), chars[reg].astype(np.float64),
+                         tok[dis[reg], 0].astype(np.float64)])
+    y = (tok[en[reg], 0] - tok[dis[reg], 0]).astype(np.float64)
+    rate = None
+    method = ("usage deltas: enabled minus disabled prompt tokens regressed on the characters of skill text "
+              "shown (and the disabled prompt), tokens = rate x the skill's rendered characters")
+    if reg.size >= 5 and np.unique(x[:, 1]).size >= 3:
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        rate = float(coef[1]) if coef[1] > 0 else None
+    if rate is None:
+        method += (" (not estimable: fewer than 5 pairs with usage, or too little variation in the skill text "
+                   "shown)")
+    ok = f["correct"]
+    en_ok, dis_ok = ok[en], ok[dis]
+    n_cols = len(f["skills"])
+    injections = np.bincount(ss, minlength=n_cols)
+    b = np.bincount(ss, weights=(en_ok & ~dis_ok)[sp], minlength=n_cols).astype(np.int64)
+    c = np.bincount(ss, weights=(dis_ok & ~en_ok)[sp], minlength=n_cols).astype(np.int64)
+    shown = {s: i for i, s in enumerate(f["skills"]) if injections[i]}
+    skills = []
+    for sid in sorted(set(skill_chars) | set(shown)):
+        i = shown.get(sid)
+        n, nb, nc = (0, 0, 0) if i is None else (int(injections[i]), int(b[i]), int(c[i]))
+        ch = skill_chars.get(sid, 0)
+        skills.append(SkillCost(sid, ch, rate * ch if rate is not None and ch else None, n, nb, nc))
+    skills.sort(key=lambda s: -(s.tokens_per_injection or 0) * max(s.injections, 1))
+    return CostReport(method=method, tokens_per_char=rate, n_pairs=int(full.size),
+                      n_pairs_with_usage=int(reg.size), per_condition=per_cond, skills=tuple(skills))
 
 
-def _latency_of(meta: Any) -> float:
-    lat = None if meta is None else meta.latency_s
-    return float(lat) if isinstance(lat, (int, float)) else np.nan
-
-
-class _Ids(dict):
-    """Values (any hashable) -> ids in first-seen order."""
-
-    def __missing__(self, key: Any) -> int:
-        value = self[key] = len(self)
-        return value
-
-
-class _Cond(dict):
-    def __missing__(self, key: Any) -> int:
-        return 2  # any other condition: such a record is in no pair here
-
-
-_COND = _Cond(enabled=0, disabled=1)
-_FIELDS = ("model", "benchmark", "task_id", "epoch", "condition", "correct")
-_GET = {f: attrgetter(f) for f in (*_FIELDS, "meta")}
-
-
-class _Meta:
-    __slots__ = ("latency_s", "usage")
-
-    def __init__(self, meta: dict[str, Any]) -> None:
-        self.usage, self.latency_s = meta.get("usage"), meta.get("latency_s")
-
-
-class _Rec:
-    """A record read as a dict, shaped like skillaudit.runs.inputs' typed records."""
-
-    __slots__ = (*_FIELDS, "arm", "error", "meta", "shown")
-
-    def __init__(self, rec: dict[str, Any]) -> None:
-        self.arm, self.error = rec.get("arm"), rec.get("error")
-        self.model, self.benchmark, self.task_id = rec.get("model"), rec.get("benchmark"), rec.get("task_id")
-        self.epoch, self.condition, self.correct = rec.get("epoch", 1), rec.get("condition"), rec.get("correct")
-        meta = rec.get("meta") or {}
-        self.meta = _Meta(meta if isinstance(meta, dict) else {})
-        self.shown = _shown(rec) if str(self.condition) == "enabled" else None
-
-
-class CostTable:
-    """The fields the cost figures read of main records, as columns, in reading order.
-
-    Per record: its pair key (model, benchmark, task_id, epoch, as logged: a missing model is
-    None, not "default"), condition, correct, prompt and completion tokens (`meta.usage`),
-    latency (`meta.latency_s`), and for enabled records the skills shown in full (calls without
-    an error). Arm and error records are left out. `load_inputs(cost=True)` fills one while it
-    reads the logs (`add_block`); `skill_costs` fills one from dicts (`add_record`). `freeze`
-    joins the columns into arrays and numbers the pairs (what `report` reads).
-    """
-
-    frozen: dict[str, Any] | None = None
-
-    def __init__(self) -> None:
-        self.ids = {f: _Ids() for f in ("model", "benchmark", "task_id")}  # raw values -> ids
-        self.skills = _Ids()
-        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("m", "b", "t", "e", "cond", "ok", "hu", "tok",
-                                                                  "lat", "srec", "sskill")}
-        self.n = 0
-        self._pending: list[_Rec] = []
-
-    def __len__(self) -> int:
-        self._flush()
-        return self.n
-
-    def add_block(self, recs: list[Any]) -> None:
-        """Records decoded into objects with the fields as attributes (`meta`: an object with
-        `usage` and `latency_s`, or None; `shown`: the skills shown in full, or None)."""
-        self._flush()
-        self._add(recs)
-
-    def _add(self, recs: list[Any]) -> None:
-        main = [r for r in recs if r.arm is None and r.error is None]
-        n = len(main)
-        if not n:
-            return
-        c, ids = self.cols, self.ids
-        for col, f in (("m", "model"), ("b", "benchmark"), ("t", "task_id")):
-            c[col].append(np.fromiter(map(ids[f].__getitem__, map(_GET[f], main)), np.int64, n))
-        c["e"].append(np.fromiter(map(_GET["epoch"], main), np.int64, n))
-        cond = np.fromiter(map(_COND.__getitem__, map(str, map(_GET["condition"], main))), np.int8, n)
-        c["cond"].append(cond)
-        c["ok"].append(np.fromiter(map(bool, map(_GET["correct"], main)), bool, n))
-        metas = list(map(_GET["meta"], main))
-        usage = [None if m is None or m.usage is None else _usage_of(m.usage) for m in metas]
-        c["hu"].append(np.fromiter((u is not None for u in usage), bool, n))
-        c["tok"].append(np.array([u or (0, 0) for u in usage], dtype=np.int64).reshape(n, 2))
-        c["lat"].append(np.fromiter(map(_latency_of, metas), np.float64, n))
-        skills = self.skills
-        rec, col = [], []
-        for k, r in enumerate(main):
-            if r.shown and cond[k] == 0:
-                rec += [k] * len(r.shown)
-                col += map(skills.__getitem__, r.shown)
-        c["srec"].append(np.array(rec, dtype=np.int64) + self.n)
-        c["sskill"].append(np.array(col, dtype=np.int64))
-        self.n += n
-
-    def add_record(self, rec: dict[str, Any]) -> None:
-        """A record as a dict (arm and error records are skipped)."""
-        if rec.get("arm") is None and rec.get("error") is None:
-            self._pending.append(_Rec(rec))
-            if len(self._pending) >= 4096:
-                self._flush()
-
-    def _flush(self) -> None:
-        if self._pending:
-            pending, self._pending = self._pending, []
-            self._add(pending)
-
-    def extend(self, other: CostTable) -> None:
-        """Append the records of `other` (read after these)."""
-        self._flush()
-        other._flush()
-        remap = {f: np.array([self.ids[f][v] for v in other.ids[f]], dtype=np.int64)
-                 for f in ("model", "benchmark", "task_id")}
-        skill_map = np.array([self.skills[s] for s in other.skills], dtype=np.int64)
-        for k, chunks in other.cols.items():
-            f = {"m": "model", "b": "benchmark", "t": "task_id"}.get(k)
-            if f is not None:
-                chunks = [remap[f][x] for x in chunks]
-            elif k == "sskill":
-                chunks = [skill_map[x] for x in chunks]
-            elif k == "srec":
-                chunks = [x + self.n for x in chunks]
-            self.cols[k] += chunks
-        self.n += other.n
-
-    def freeze(self) -> CostTable:
-        """The columns as arrays; each pair numbered in first-seen order (`runs.pairing._slots`)."""
-        if self.frozen is not None:
-            return self
-        self._flush()
-        from skillaudit.runs.pairing import _slots
-
-        def joined(k: str, dtype: Any, shape: tuple[int, ...] = ()) -> np.ndarray:
-            return np.concatenate(self.cols[k]) if self.cols[k] else np.zeros((0, *shape), dtype)
-
-        r = {"m": joined("m", np.int64), "b": joined("b", np.int64), "t": joined("t", np.int64),
-             "e": joined("e", np.int64), "models": list(self.ids["model"]),
-             "benchmarks": list(self.ids["benchmark"]), "tasks": list(self.ids["task_id"])}
-        slot, first = _slots(r)
-        cond = joined("cond", np.int8)
-        en_rec, dis_rec = np.full(first.size, -1, np.int64), np.full(first.size, -1, np.int64)
-        for rec_of, c in ((en_rec, 0), (dis_rec, 1)):
-            at = np.flatnonzero(cond == c)
-            rec_of[slot[at]] = at
-        self.frozen = {
-            "models": r["models"], "benchmarks": r["benchmarks"], "m": r["m"][first], "b": r["b"][first],
-            "en_rec": en_rec, "dis_rec": dis_rec, "correct": joined("ok", bool), "has_u": joined("hu", bool),
-            "tok": joined("tok", np.int64, (2,)), "lat": joined("lat", np.float64), "n_rec": self.n,
-            "shown_rec": joined("srec", np.int64), "shown_skill": joined("sskill", np.int64),
-            "skills": list(self.skills),
-        }
-        self.cols = {k: [] for k in self.cols}
-        return self
-
-    def models(self) -> list[str]:
-        """The models of the records, as `str` of what they log (sorted)."""
-        f: dict[str, Any] = self.freeze().frozen  # type: ignore[assignment]
-        return sorted({str(f["models"][i]) for i in np.unique(f["m"]).tolist()})
-
-    def report(self, skill_chars: dict[str, int], keep: Any = None) -> CostReport:
-        """Cost figures of the pairs whose (model, benchmark), as logged, `keep(model, benchmark)`
-        accepts (None: all)."""
-        f: dict[str, Any] = self.freeze().frozen  # type: ignore[assignment]
-        en_rec, dis_rec = f["en_rec"], f["dis_rec"]
-        both = (en_rec >= 0) & (dis_rec >= 0)
-        if keep is not None and both.size:
-            mb, inv = np.unique(np.stack([f["m"], f["b"]], 1), axis=0, return_inverse=True)
-            ok = np.array([bool(keep(f["models"][m], f["benchmarks"][b])) for m, b in mb.tolist()], dtype=bool)
-            both &= ok[inv.ravel()]
-        full = np.flatnonzero(both)  # pairs in first-seen order
-        en, dis = en_rec[full], dis_rec[full]
-        has_u, tok, lat = f["has_u"], f["tok"], f["lat"]
-        per_cond: dict[str, dict[str, float | None]] = {}
-        for name, recs in (("enabled", en), ("disabled", dis)):
-            used = recs[has_u[recs]]
-            la = lat[recs]
-            per_cond[name] = {"prompt_tokens": _mean(tok[used, 0]), "completion_tokens": _mean(tok[used, 1]),
-                              "latency_s": _mean(la[~np.isnan(la)])}
-        # characters of skill text each pair's enabled run was shown
-        chars_of = np.array([skill_chars.get(s, 0) for s in f["skills"]], dtype=np.int64)
-        pair_of = np.full(f["n_rec"], -1, np.int64)
-        pair_of[en] = np.arange(full.size)
-        sp = pair_of[f["shown_rec"]]
-        sel = sp >= 0
-        sp, ss = sp[sel], f["shown_skill"][sel]
-        chars = np.zeros(full.size, np.int64)
-        np.add.at(chars, sp, chars_of[ss])
-        reg = np.flatnonzero(has_u[en] & has_u[dis])
-        x = np.column_stack([np.ones(reg.size), chars[reg].astype(np.float64),
-                             tok[dis[reg], 0].astype(np.float64)])
-        y = (tok[en[reg], 0] - tok[dis[reg], 0]).astype(np.float64)
-        rate = None
-        method = ("usage deltas: enabled minus disabled prompt tokens regressed on the characters of skill text "
-                  "shown (and the disabled prompt), tokens = rate x the skill's rendered characters")
-        if reg.size >= 5 and np.unique(x[:, 1]).size >= 3:
-            coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-            rate = float(coef[1]) if coef[1] > 0 else None
-        if rate is None:
-            method += (" (not estimable: fewer than 5 pairs with usage, or too little variation in the skill text "
-                       "shown)")
-        ok = f["correct"]
-        en_ok, dis_ok = ok[en], ok[dis]
-        n_cols = len(f["skills"])
-        injections = np.bincount(ss, minlength=n_cols)
-        b = np.bincount(ss, weights=(en_ok & ~dis_ok)[sp], minlength=n_cols).astype(np.int64)
-        c = np.bincount(ss, weights=(dis_ok & ~en_ok)[sp], minlength=n_cols).astype(np.int64)
-        shown = {s: i for i, s in enumerate(f["skills"]) if injections[i]}
-        skills = []
-        for sid in sorted(set(skill_chars) | set(shown)):
-            i = shown.get(sid)
-            n, nb, nc = (0, 0, 0) if i is None else (int(injections[i]), int(b[i]), int(c[i]))
-            ch = skill_chars.get(sid, 0)
-            skills.append(SkillCost(sid, ch, rate * ch if rate is not None and ch else None, n, nb, nc))
-        skills.sort(key=lambda s: -(s.tokens_per_injection or 0) * max(s.injections, 1))
-        return CostReport(method=method, tokens_per_char=rate, n_pairs=int(full.size),
-                          n_pairs_with_usage=int(reg.size), per_condition=per_cond, skills=tuple(skills))
 
 
 def skill_costs(records: Iterable[dict[str, Any]], skill_chars: dict[str, int]) -> CostReport:
@@ -322,12 +141,12 @@ def skill_costs(records: Iterable[dict[str, Any]], skill_chars: dict[str, int]) 
     table = CostTable()
     for rec in records:
         table.add_record(rec)
-    return table.report(skill_chars)
+    return table_report(table, skill_chars)
 
 
 def library_chars(library: Any) -> dict[str, int]:
     """Characters each skill takes when injected (as `search_skills` renders it)."""
-    from skillaudit.agents.retrieve import render_skill
+    from skillaudit.library import render_skill
 
     return {s.id: len(render_skill(s)) for s in library.skills}
 
@@ -378,10 +197,30 @@ def cost_by_model(paths: Sequence[str], library: Any, table: CostTable | None = 
     chars = library_chars(library)
     out = {}
     for m in table.models():
-        rep = table.report(chars, keep=lambda model, _, m=m: str(model) == m)
+        rep = table_report(table, chars, keep=lambda model, _, m=m: str(model) == m)
         if rep.n_pairs_with_usage:
             out[m] = rep.to_dict()
     if not out:
         return None
     return {"schema": "skillaudit.cost/v1", "method": next(iter(out.values()))["method"].split(" (not")[0],
             "models": out}
+
+
+def inputs_cost(inputs: Any, model: str | None = None, benchmark: str | None = None) -> CostReport | None:
+    """Cost figures of one model and/or benchmark (None = all) from the inputs read once
+    (`load_inputs(cost=True)`); None without a library or cost columns."""
+    if inputs.library is None or inputs.cost_table is None:
+        return None
+
+    def keep(m: Any, b: Any) -> bool:
+        return (model is None or m == model) and (benchmark is None or b == benchmark)
+
+    return table_report(inputs.cost_table, library_chars(inputs.library),
+                        None if model is None and benchmark is None else keep)
+
+
+def inputs_cost_by_model(inputs: Any) -> dict[str, Any] | None:
+    """The audit's cost section (`cost_by_model`) from the inputs read once."""
+    if inputs.cost_table is None:
+        return None
+    return cost_by_model(inputs.paths, inputs.library, table=inputs.cost_table)

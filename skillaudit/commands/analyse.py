@@ -316,7 +316,9 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     inputs, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
                                                 n_boot, seed, jobs, pool_models, mid_p, cost=True)
     unlogged = bool(paired.n_pairs) and bool(paired.use_unlogged.all())
-    cost = inputs.cost(model, benchmark)
+    from skillaudit.analysis.cost import inputs_cost
+
+    cost = inputs_cost(inputs, model, benchmark)
     if as_json:
         doc = result.to_dict()
         doc["inputs"] = list(runs)
@@ -369,7 +371,9 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
     and tokens and latency per condition."""
     lib = load_library_for_cli(skills_path)
     inputs = load_inputs_for_cli(runs, False, lib, adherence=False, arms=False, provenance=False, cost=True)
-    cost = inputs.cost(model, benchmark)
+    from skillaudit.analysis.cost import inputs_cost
+
+    cost = inputs_cost(inputs, model, benchmark)
     if as_json:
         emit_json({**cost.to_dict(), "inputs": list(runs)})
     else:

@@ -473,3 +473,8 @@ def load_library(path: str | Path) -> Library:
 def validate_library(path: str | Path) -> list[Problem]:
     """Every problem in the library (empty list when it is valid)."""
     return _dedupe(list(_scan(path)))[1]
+
+
+def render_skill(skill: Skill) -> str:
+    """A skill in full, as the `search_skills` tool returns it (and what its injection costs)."""
+    return f"## Skill: {skill.id}\n{skill.description.strip()}\n\n{skill.body.strip()}\n"

@@ -29,15 +29,15 @@ from typing import IO, Any
 
 import orjson
 
-from skillaudit.analysis.cost import CostReport, CostTable
-from skillaudit.analysis.counterfactual import (
+from skillaudit.runs import PairedRuns, _load
+from skillaudit.runs.arms import (
     ARM_NEEDLE,
     ArmLines,
     ArmRecords,
     join_arms,
     parse_arm_lines,
 )
-from skillaudit.runs import PairedRuns, _load
+from skillaudit.runs.costs import CostTable
 from skillaudit.runs.provenance import (
     DIGESTS_NEEDLE,
     add_digests,
@@ -98,26 +98,6 @@ class Inputs:
     def edited(self) -> dict[str, bool]:
         """{skill id: edited since the runs?} for the library skills the runs logged a hash for."""
         return {**edited_by_digest(self.seen_digests, self.library), **edited_skills(self.seen_hashes, self.library)}
-
-    def cost(self, model: str | None = None, benchmark: str | None = None) -> CostReport | None:
-        """Cost figures of one model and/or benchmark (None = all); None without a library."""
-        if self.library is None or self.cost_table is None:
-            return None
-        from skillaudit.analysis.cost import library_chars
-
-        def keep(m: Any, b: Any) -> bool:
-            return (model is None or m == model) and (benchmark is None or b == benchmark)
-
-        return self.cost_table.report(library_chars(self.library),
-                                      None if model is None and benchmark is None else keep)
-
-    def cost_by_model(self) -> dict[str, Any] | None:
-        """The audit's cost section (`skillaudit.analysis.cost.cost_by_model`) from the rows read."""
-        if self.cost_table is None:
-            return None
-        from skillaudit.analysis.cost import cost_by_model
-
-        return cost_by_model(self.paths, self.library, table=self.cost_table)
 
 
 def load_inputs(
