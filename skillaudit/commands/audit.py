@@ -83,8 +83,8 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     --out folder is replaced only once the new report is complete, so a failed audit leaves the
     previous report intact. Progress goes to stderr (--quiet silences it).
     """
+    from skillaudit.audit.build import build_audit
     from skillaudit.demo import demo_paths
-    from skillaudit.report.build import build_audit
     from skillaudit.report.write import check_out_dir, write_report
 
     demo = False

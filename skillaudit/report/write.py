@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from skillaudit.audit.build import AUDIT_SCHEMA, AuditResult
 from skillaudit.errors import OutputError
 from skillaudit.report import figures as figures_mod
-from skillaudit.report.build import AUDIT_SCHEMA, AuditResult
 from skillaudit.report.html import render_html
 from skillaudit.report.markdown import render_markdown
 from skillaudit.report.view import skill_rows
@@ -119,7 +119,7 @@ def write_report(result: AuditResult, out_dir: str | Path, *, inputs: Sequence[s
 
 def rerender(out_dir: str | Path) -> dict[str, str]:
     """report.md and report.html rendered again from a report folder's audit.json and figures."""
-    from skillaudit.report.build import load_audit
+    from skillaudit.audit.build import load_audit
 
     out = Path(out_dir)
     result = load_audit(out / "audit.json")

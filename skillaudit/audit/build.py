@@ -1,4 +1,4 @@
-"""Run the whole audit pipeline into one plain, JSON-ready document (`skillaudit.audit/v1`).
+"""The audit flow: run the whole pipeline into one plain, JSON-ready document (`skillaudit.audit/v1`).
 
 Pipeline: library -> paired runs -> metrics (bootstrap CIs, McNemar) -> per-skill attribution
 (exposure counts, shares, regression) -> embedding clusters and near-duplicates (when a library is
@@ -539,22 +539,22 @@ CANNOT_SAY = (
 
 def _audit_inputs(run_paths: Sequence[str], skills_path: str | None, library: Any, runs: Any, inputs: Any,
                   strict: bool, say: Progress) -> tuple[Any, Any, Any]:
-    """(library, paired runs, inputs): what was passed in, else read (each log once)."""
+    """(library, paired runs, inputs): what was passed in, else read (each log once). Every later
+    step reads `inputs`: no step reads a log again."""
     if inputs is not None:
         library = inputs.library if library is None else library
-        runs = inputs.runs if runs is None else runs
     if library is None and skills_path is not None:
         from skillaudit.library import load_library
 
         say(f"reading the skill library {skills_path}")
         library = load_library(skills_path)
-    if runs is None:
+    if inputs is None:
         from skillaudit.runs.inputs import load_inputs
 
         say(f"reading {len(run_paths)} run log(s)")
         inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True,
                              integrity=True)
-        runs = inputs.runs
+    runs = inputs.runs if runs is None else runs
     if runs.n_pairs == 0:
         raise InputError(f"{', '.join(map(str, run_paths))}: no paired records (need enabled and disabled runs)")
     return library, runs, inputs
@@ -647,8 +647,7 @@ def _skills_doc(attr: Any, library: Any, run_paths: Sequence[str], inputs: Any) 
 
     skills_doc = attr.to_dict()
     skills_doc["descriptions"] = {s.id: s.description for s in library} if library is not None else {}
-    cost_doc = (cost_by_model(run_paths, library, table=inputs.cost_table)
-                if inputs is not None and inputs.cost_table is not None else cost_by_model(run_paths, library))
+    cost_doc = cost_by_model(run_paths, library, table=inputs.cost_table) if inputs.cost_table is not None else None
     if cost_doc is not None:
         skills_doc["cost"] = cost_doc
     return skills_doc
@@ -824,12 +823,7 @@ def build_audit(
     say(f"paired metrics for {runs.n_pairs:,} pairs ({len(runs.models)} model(s), "
         f"{len(runs.benchmarks)} benchmark(s)): {interval_summary(n_boot)}")
     if arms is None and runs.n_arm_records:
-        if inputs is not None:
-            arms = inputs.arms(runs)
-        else:
-            from skillaudit.analysis.counterfactual import load_arms
-
-            arms = load_arms(run_paths, runs)
+        arms = inputs.arms(runs)
     metrics = compute_metrics(runs, min_cond=min_cond, n_boot=n_boot, seed=seed, arms=arms)
 
     reg_boot = min(n_boot, regression_boot)
@@ -839,12 +833,12 @@ def build_audit(
         say(f"per-skill attribution ({attribution}), no regression (no bootstrap resamples)")
         notes.append("The per-skill regression was off (no bootstrap resamples): there is no library-level "
                      "verdict and no skill is judged harmful; exposure counts alone are associations.")
-    offered = inputs.offered if inputs is not None else {}
+    offered = inputs.offered
     judged = library
     if library is None and not runs.use_unlogged.all():  # offered-only runs judge no skill (the bundles do)
         from skillaudit.library import offered_library
 
-        judged = offered_library(offered, inputs.offered_unknown if inputs is not None else frozenset())
+        judged = offered_library(offered, inputs.offered_unknown)
         if judged is not None:
             notes.append(f"No skill library was given (--skills): {judged.source} ({len(judged)}) stand for it "
                          "in the per-skill verdicts (their texts are not in the runs: no clusters or "
@@ -852,10 +846,9 @@ def build_audit(
     attr = attribute_models(runs, library=judged, scheme=attribution, regression=reg_boot > 0,
                             n_boot=reg_boot, seed=seed, min_cond=min_cond, arms=arms, jobs=jobs)
     if edited is None and library is not None:
-        from skillaudit.runs.provenance import edited_skills, seen_hashes
+        from skillaudit.runs.provenance import edited_skills
 
-        edited = (inputs.edited if inputs is not None and inputs.library is library
-                  else edited_skills(inputs.seen_hashes if inputs is not None else seen_hashes(run_paths), library))
+        edited = inputs.edited if inputs.library is library else edited_skills(inputs.seen_hashes, library)
     attr = _mark_edited(attr, edited, notes)
     rows = {r.skill_id: r for r in attr.pooled_rows()}  # clusters and graphs look at all pairs
 
@@ -895,7 +888,7 @@ def build_audit(
         "verdict_alpha": VERDICT_ALPHA,
     }
     described = describe_inputs(run_paths, skills_path, library, settings, demo=demo,
-                                digests=inputs.digests if inputs is not None else None)
+                                digests=inputs.digests)
     described["pairs"] = _pairs_doc(runs, notes)
     skills_doc = _skills_doc(attr, library, run_paths, inputs)
 
@@ -912,11 +905,10 @@ def build_audit(
     verify_doc = _verify_section(runs, arms, n_boot, seed, say)
     from skillaudit.analysis.reach import skill_reach
 
-    reach_doc = [r.to_dict() for r in skill_reach(runs, inputs.offered if inputs is not None else {},
-                                                  inputs.offered_unknown if inputs is not None else frozenset())]
+    reach_doc = [r.to_dict() for r in skill_reach(runs, inputs.offered, inputs.offered_unknown)]
     from skillaudit.analysis.integrity import arm_integrity
 
-    integrity_doc = arm_integrity(inputs).to_dict() if inputs is not None else None
+    integrity_doc = arm_integrity(inputs).to_dict()
     result = AuditResult(
         verify=verify_doc,
         headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc, reach=reach_doc,
