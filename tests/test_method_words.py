@@ -16,7 +16,8 @@ from skillaudit.cli import cli
 
 DRIFTED = ("CIs from a task-level paired bootstrap", "confidence intervals from a task-level paired bootstrap",
            "exact McNemar when each task ran once", "0.50 tfidf", "bootstrap with 20,000 resamples",
-           "0 = no CIs", "CIs: task-level paired bootstrap")
+           "0 = no CIs", "CIs: task-level paired bootstrap",
+           "regression effects (task-level bootstrap CI)", "A permutation test: each retrieving task")
 
 
 def _helps() -> dict[str, str]:
@@ -68,6 +69,11 @@ def _check(out, progress: str) -> None:
     assert method["sentence"] in md
     for phrase in DRIFTED:
         assert phrase not in md and phrase not in html, phrase
+    for e in doc["library"]:  # the library table's caption: each entry's own estimators
+        assert e["method"]["mean"] in md and e["method"]["heterogeneity"] in md
+    settings = doc["skills"]["settings"]
+    if settings.get("regression_interval") == "bootstrap":
+        assert f"The ridge regression (task-level bootstrap percentiles, {settings['bootstrap']:,} resamples)" in md
     assert f"paired metrics for {sum(g['n_pairs'] for g in groups if g['benchmark'] == '*'):,} pairs" in progress
     assert interval_summary(400) in " ".join(progress.split())
 

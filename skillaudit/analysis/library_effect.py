@@ -45,6 +45,7 @@ try:  # the permutation loop in C (setup.py builds it; optional): same numbers, 
     from skillaudit.analysis import _perm
 except ImportError:  # pragma: no cover - no C compiler at install time
     _perm = None  # type: ignore[assignment]
+from skillaudit.analysis.methods import HETEROGENEITY_WORDS, library_mean_words
 from skillaudit.stats import (
     bh_qvalues,
     bootstrap_totals,
@@ -101,6 +102,9 @@ class LibraryEffect:
     #: `metrics.GroupMetrics.follows_failure` of the model where no control arm measured it (filled in
     #: by `recommend`): library actions become "verify"
     selection: str | None = None
+    #: how the mean and its interval were computed: "score" (the unpenalised mean, Tango interval)
+    #: or "ridge <bootstrap|sandwich|none>" (the regression's mean); `methods.library_mean_words`
+    mean_method: str = "score"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,10 +112,8 @@ class LibraryEffect:
             "direction": self.direction, "mean_effect": self.mean_effect,
             "mean_effect_ci": list(self.mean_effect_ci) if self.mean_effect_ci else None,
             "heterogeneity_p": self.heterogeneity_p, "heterogeneity_stat": self.heterogeneity_stat,
-            "heterogeneity_test": "permutation score tests, like with like (tasks permuted within model, "
-                                  "benchmark, retrieved-set sizes and disabled outcomes) and on the plain flips "
-                                  "(within model, benchmark and set sizes); the skills differ when both reject, "
-                                  "p the larger",
+            "heterogeneity_test": HETEROGENEITY_WORDS,
+            "method": {"mean": library_mean_words(self.mean_method), "heterogeneity": HETEROGENEITY_WORDS},
             "flip_p": self.flip_p,
             "n_permutations": self.n_permutations, "n_skills_tested": self.n_skills_tested,
             "n_tasks": self.n_tasks, "n_pairs": self.n_pairs,
@@ -673,6 +675,7 @@ def library_effect(
     # flip per retrieving pair (task-level, Rao-Scott with epochs) scaled by pairs / N, and
     # `flip_p` is the score test that interval inverts
     flip_p = None
+    mean_method = f"ridge {getattr(reg, 'interval_method_', None) or 'none'}"
     if n_pairs and X.nnz and has_interval:
         from skillaudit.stats import paired_score
 
@@ -681,6 +684,7 @@ def library_effect(
         mean = float(np.sum(y)) / float(X.nnz)
         mean_ci = (sc.ci[0] * scale, sc.ci[1] * scale) if sc.ci is not None else None
         flip_p = sc.p
+        mean_method = "score"
     elif n_pairs:
         flip_p = float(paired_test(units, np.rint(y).astype(np.int64)))
     excludes = mean_ci is not None and (mean_ci[0] > 0 or mean_ci[1] < 0)
@@ -707,7 +711,7 @@ def library_effect(
         mean_effect_ci=mean_ci, heterogeneity_p=het_p, heterogeneity_stat=t_obs, flip_p=flip_p,
         n_permutations=n_done, n_skills_tested=n_tested, n_tasks=n_tasks, n_pairs=n_pairs,
         skills_per_pair=float(X.nnz / n_pairs) if n_pairs else None, depth_slope=slope,
-        depth_slope_ci=slope_ci, recommendation=rec, reportable=reportable, text=text,
+        depth_slope_ci=slope_ci, recommendation=rec, reportable=reportable, text=text, mean_method=mean_method,
     )
     return eff, rel
 

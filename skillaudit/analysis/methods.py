@@ -65,3 +65,36 @@ def metrics_method(settings: dict[str, Any], score_tests: list[dict[str, str]], 
 P_COND_WORDS = ("the score McNemar test the RAE interval inverts (Durkalski's cluster-adjusted test when tasks "
                 "ran several epochs)")
 P_COND_MID_P_WORDS = "the mid-p McNemar test (a sign-flip test of each task's summed flips with epochs)"
+
+
+#: `library_effect`: the mean per injected skill and its interval, as computed (`LibraryEffect.method`)
+LIBRARY_MEAN_SCORE = ("the retrieving pairs' summed flips over the skills injected (unpenalised); interval: the "
+                      "Tango score interval of the mean flip per retrieving pair (task-level, Rao-Scott over "
+                      "tasks with epochs) scaled by pairs / injections, with the score test it inverts")
+LIBRARY_MEAN_RIDGE = "exposure-weighted mean of the ridge regression's per-skill effects; interval: {interval}"
+#: `library_effect.both_heterogeneity_tests`: the "skills differ?" test
+HETEROGENEITY_WORDS = ("permutation score tests, like with like (tasks permuted within model, benchmark, "
+                       "retrieved-set sizes and disabled outcomes) and on the plain flips (within model, benchmark "
+                       "and set sizes); the skills differ when both reject, p the larger")
+REGRESSION_INTERVAL = {"bootstrap": "task-level bootstrap percentiles",
+                       "sandwich": "task-level cluster-robust (sandwich) normal interval"}
+
+
+def library_mean_words(how: str) -> str:
+    """The library mean's estimator in words: `how` is "score" or "ridge <interval method>"."""
+    if how == "score":
+        return LIBRARY_MEAN_SCORE
+    method = how.removeprefix("ridge").strip()
+    return LIBRARY_MEAN_RIDGE.format(interval=REGRESSION_INTERVAL.get(method, "none"))
+
+
+def regression_words(settings: dict[str, Any]) -> str:
+    """The per-skill ridge regression's intervals as they ran (`attribution` settings:
+    `regression_interval`, `bootstrap`)."""
+    if not settings.get("regression", True):
+        return "off: no intervals"
+    how = settings.get("regression_interval")
+    words = REGRESSION_INTERVAL.get(str(how), "no interval")
+    if how == "bootstrap":
+        words += f", {int(settings.get('bootstrap') or 0):,} resamples"
+    return words

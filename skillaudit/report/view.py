@@ -161,6 +161,8 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "projected": proj,
         "projected_per_model": rec_doc.get("projected_per_model") or [],
         "library": library,
+        "library_method": _library_method(library),
+        "regression_method": _regression_method(doc["skills"].get("settings", {})),
         "library_actions": [r for r in rec_doc.get("recommendations", []) if r.get("scope") == "library"],
         "multi_model": len(models) > 1,
         "selection_warnings": [v for v in doc["headline"].get("per_model", []) if v.get("selection_text")],
@@ -198,3 +200,18 @@ def _method_of(metrics: dict[str, Any]) -> dict[str, Any]:
     return metrics_method(metrics.get("settings") or {}, [g.get("score_test") or {} for g in groups],
                           [g.get("p_cond_test") or "score McNemar (Tango)" for g in groups],
                           [g.get("oae_p_test") or "exact McNemar" for g in groups])
+
+
+def _library_method(library: list[dict[str, Any]]) -> dict[str, str]:
+    """The library table's estimators in words, from its entries' own `method` (the distinct ones)."""
+    means = sorted({(e.get("method") or {}).get("mean") or "" for e in library} - {""})
+    tests = sorted({(e.get("method") or {}).get("heterogeneity") or e.get("heterogeneity_test") or ""
+                    for e in library} - {""})
+    return {"mean": "; or ".join(means) or "not recorded in this audit.json",
+            "heterogeneity": "; or ".join(tests) or "not recorded in this audit.json"}
+
+
+def _regression_method(settings: dict[str, Any]) -> str:
+    from skillaudit.analysis.methods import regression_words
+
+    return regression_words(settings)
