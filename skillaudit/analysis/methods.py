@@ -34,6 +34,11 @@ def bootstrap_words(n_boot: int, seed: int | None = None) -> str:
     return f"a task-level paired bootstrap ({n_boot:,} resamples" + (f", seed {seed})" if seed is not None else ")")
 
 
+#: the --bootstrap help of commands whose resamples go to the metrics (audit, check, compare, metrics)
+METRICS_BOOT_HELP = ("Task-level paired bootstrap resamples for the aggregate lift and selection gap; 0 = none "
+                     "(OAE, RAE and Δskip keep their score intervals, which need no resampling).")
+
+
 def interval_summary(n_boot: int) -> str:
     """One line on which figure gets which interval (help texts and progress lines)."""
     return (f"OAE, RAE and Δskip: Tango score intervals inverting the score McNemar test (Rao-Scott "

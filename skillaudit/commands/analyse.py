@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from skillaudit.analysis.methods import threshold_help
+from skillaudit.analysis.methods import METRICS_BOOT_HELP, threshold_help
 from skillaudit.commands._shared import (
     CommandError,
     arms_for_cli,
@@ -40,8 +40,7 @@ from skillaudit.errors import InputError
 @runs_argument()
 @skills_option()
 @min_cond_option()
-@bootstrap_option("Paired bootstrap resamples (task level, epochs kept together) for the aggregate lift and "
-                  "selection gap; 0 = none (OAE, RAE and Δskip keep their score intervals).")
+@bootstrap_option(METRICS_BOOT_HELP)
 @seed_option()
 @mid_p_option
 @click.option("--by-top-k", is_flag=True,

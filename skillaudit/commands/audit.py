@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import click
 
-from skillaudit.analysis.methods import threshold_help
+from skillaudit.analysis.methods import METRICS_BOOT_HELP, threshold_help
 from skillaudit.commands._shared import (
     CommandError,
     arms_for_cli,
@@ -60,7 +60,7 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
               help=threshold_help())
 @attribution_option
 @min_cond_option()
-@bootstrap_option("Paired bootstrap resamples of the metrics.")
+@bootstrap_option(METRICS_BOOT_HELP)
 @click.option("--regression-bootstrap", "reg_boot", default=2000, show_default=True,
               type=click.IntRange(min=0),
               help="Bootstrap resamples of the per-skill regression CIs (capped at --bootstrap); "
@@ -152,7 +152,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
 @click.option("--benchmark", default=None,
               help="Compare the models on this benchmark only (default: each model's benchmarks pooled).")
 @min_cond_option("A model")
-@bootstrap_option("Paired bootstrap resamples (task level) for the CIs.")
+@bootstrap_option(METRICS_BOOT_HELP)
 @seed_option()
 @jobs_option
 @strict_option
@@ -184,8 +184,9 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
                                f"(benchmarks: {', '.join(paired.benchmarks)})")
         paired = paired.select(benchmark=benchmark)
     if say:
-        say(f"paired metrics for {paired.n_pairs:,} pairs, {len(paired.models)} model(s): "
-            f"bootstrap with {n_boot:,} resamples")
+        from skillaudit.analysis.methods import interval_summary
+
+        say(f"paired metrics for {paired.n_pairs:,} pairs, {len(paired.models)} model(s): {interval_summary(n_boot)}")
     result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed)
     doc = compare_doc(result.to_dict(), benchmark, figure=out_file)
     if len(doc["models"]) < 2:
@@ -224,11 +225,12 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     if doc["n_sign_disagreement"]:
         out.print(f"⚠ sign: {doc['n_sign_disagreement']} of {len(doc['models'])} model(s) — the aggregate "
                   "lift says the opposite of running the same tasks with and without skills.")
+    from skillaudit.analysis.methods import bootstrap_words
+
     tests = sorted({r["p_cond_test"] for r in doc["models"] if r["p_cond_test"]})
     if tests:
         out.print("p: " + "; ".join(tests) + " on the retrieval-triggered pairs, the task as the unit; the RAE "
-                  "CI inverts it (excludes 0 exactly when p <= 0.05). lift CI: task-level paired bootstrap"
-                  + (f" ({n_boot:,} resamples)." if n_boot else " (none: --bootstrap 0)."))
+                  f"CI inverts it (excludes 0 exactly when p <= 0.05). lift CI: {bootstrap_words(n_boot, seed)}.")
     if out_file is not None:
         out.print(f"Figure 1: {os.path.abspath(out_file)}")
 
@@ -243,7 +245,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
               help="What fails the gate (repeatable; default: harmful, plus regression with --baseline).")
 @click.option("--allow-leaks", is_flag=True,
               help="Do not fail on arm integrity: runs without skills that used skills or had skills present, runs without skills whose log could not be checked, runs with skills given none.")
-@bootstrap_option("Task-level bootstrap resamples for the metrics' CIs.")
+@bootstrap_option(METRICS_BOOT_HELP)
 @seed_option()
 @jobs_option
 @strict_option
