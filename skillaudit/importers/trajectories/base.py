@@ -7,6 +7,7 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 from skillaudit.errors import InputError
 from skillaudit.importers.trajectories._rules import Uses
@@ -17,20 +18,17 @@ MAX_LOG_LINE = 4 << 20
 BLOCK = 1 << 22  # bytes read at a time
 
 
-def log_lines_with(path: str, pattern: re.Pattern[bytes]) -> Iterator[bytes]:
-    """The lines of a JSON Lines agent log that hold a match of `pattern`, each once, in order:
-    found by the regex engine over 4 MiB blocks (only matching lines come back to Python, so a log
-    of millions of short lines costs a few C scans). The file is checked against the document cap
-    (SKILLAUDIT_MAX_DOCUMENT_MB) first and must be a regular file; a line over MAX_LOG_LINE (a tool
-    output pasted whole) is skipped, never held in memory; InputError (one line) when it cannot be
-    read."""
+def open_log(path: str) -> IO[bytes]:
+    """An agent log opened for reading: a regular file within the document cap
+    (SKILLAUDIT_MAX_DOCUMENT_MB; checked before any byte is read), else InputError (one line)."""
     from skillaudit.util.documents import max_document_bytes
 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as fh:
+    fh = os.fdopen(fd, "rb")
+    try:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise InputError(f"{path}: not a regular file")
@@ -38,6 +36,20 @@ def log_lines_with(path: str, pattern: re.Pattern[bytes]) -> Iterator[bytes]:
         if st.st_size > cap:
             raise InputError(f"{path}: larger than {cap / 1048576:g} MiB; if it is meant to be read, raise the "
                              "limit with SKILLAUDIT_MAX_DOCUMENT_MB")
+    except BaseException:
+        fh.close()
+        raise
+    return fh
+
+
+def log_lines_with(path: str, pattern: re.Pattern[bytes]) -> Iterator[bytes]:
+    """The lines of a JSON Lines agent log that hold a match of `pattern`, each once, in order:
+    found by the regex engine over 4 MiB blocks (only matching lines come back to Python, so a log
+    of millions of short lines costs a few C scans). The file is checked against the document cap
+    (SKILLAUDIT_MAX_DOCUMENT_MB) first and must be a regular file; a line over MAX_LOG_LINE (a tool
+    output pasted whole) is skipped, never held in memory; InputError (one line) when it cannot be
+    read."""
+    with open_log(path) as fh:
         carry, skipping = b"", False  # skipping: inside a line over MAX_LOG_LINE, until its newline
         while True:
             data = fh.read(BLOCK)

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import codecs
 import json
-import os
 import re
-import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -110,20 +108,9 @@ class _Reader:
 def json_items(path: str) -> Iterator[tuple[str | None, Any]]:
     """The top level of a JSON document, streamed (module docstring); InputError (one line) when the
     file cannot be read, is over the document cap (SKILLAUDIT_MAX_DOCUMENT_MB) or is not JSON."""
-    from skillaudit.util.documents import max_document_bytes
+    from skillaudit.importers.trajectories.base import open_log
 
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"{path}: not a regular file")
-        cap = max_document_bytes()
-        if st.st_size > cap:
-            raise InputError(f"{path}: larger than {cap / 1048576:g} MiB; if it is meant to be read, raise the "
-                             "limit with SKILLAUDIT_MAX_DOCUMENT_MB")
+    with open_log(path) as fh:
         r = _Reader(fh, path)
         first = r.peek()
         if first == "":
