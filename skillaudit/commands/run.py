@@ -372,7 +372,7 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
             raise CommandError("verify --endpoint needs --skills, --model and --out")
         if not sets:
             raise CommandError("verify --endpoint needs --prune: the prune set to re-run without")
-        from skillaudit.analysis.verify import rerun_pruned
+        from skillaudit.engine.verify_runs import rerun_pruned
 
         label = model_label or model_name
         prune_ids = tuple(sets.get(label) or sets.get("*") or ())
