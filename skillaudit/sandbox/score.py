@@ -530,7 +530,7 @@ def code_or_failure(answer_text: str) -> tuple[str, Score | None]:
 # ---- MBPP+ ---------------------------------------------------------------------------------------
 def score_mbpp(task, answer_text: str, oracles: OracleCache, limits: Limits = Limits()) -> tuple[Score, str]:
     """Run the extracted code on MBPP+ base and plus inputs; correct only if every test passes."""
-    from skillaudit.tasks.benchmarks import mbpp_deserialize_inputs
+    from skillaudit.sandbox.mbpp_types import mbpp_deserialize_inputs
 
     code, too_large = code_or_failure(answer_text)
     if too_large is not None:
