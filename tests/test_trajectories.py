@@ -427,3 +427,25 @@ def test_log_lines_with_gives_each_matching_line_once_at_any_block_size(tmp_path
     p.write_bytes(b"".join(lines))
     got = list(base.log_lines_with(str(p), re.compile(rb'"tool_use"|"init"')))
     assert got == [lines[1], lines[4], lines[5]]
+
+
+def test_claude_code_listings_show_skills_seen(tmp_path):
+    """Issue 53: a Claude Code `Bash` ls of the skills folder and its tool_result (a user line) show
+    the skills present: seen, not used; an LS tool's result the same; an error result shows nothing;
+    tool results of other calls are never parsed."""
+    lines = [{"type": "system", "subtype": "init", "skills": []},
+             {"type": "assistant", "message": {"content": [
+                 {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls ~/.claude/skills"}},
+                 {"type": "tool_use", "id": "t2", "name": "LS", "input": {"path": "/root/.agents/skills"}},
+                 {"type": "tool_use", "id": "t3", "name": "Bash", "input": {"command": "ls /x/skills/"}},
+                 {"type": "tool_use", "id": "t4", "name": "Bash", "input": {"command": "cat notes.txt"}}]}},
+             {"type": "user", "message": {"content": [
+                 {"type": "tool_result", "tool_use_id": "t1", "content": "pdf\ndocx\n"},
+                 {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "- threejs/\n"}]},
+                 {"type": "tool_result", "tool_use_id": "t3", "content": "secret\n", "is_error": True},
+                 {"type": "tool_result", "tool_use_id": "t4", "content": "skills/nope/SKILL.md\n"}]}},
+             {"type": "result", "subtype": "success"}]
+    p = tmp_path / "claude-code.txt"
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    t = read_claude_code(str(p))
+    assert t.used == () and t.seen == ("pdf", "docx", "threejs") and t.complete
