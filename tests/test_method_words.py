@@ -94,3 +94,18 @@ def test_the_report_and_progress_name_the_estimators_that_ran(tmp_path):
     doc = json.loads((out / "audit.json").read_text())
     assert any("Durkalski" in t for t in doc["metrics"]["method"]["tests"]["p_cond"])
     assert "Durkalski" in doc["metrics"]["method"]["sentence"]
+
+
+def test_rank_json_names_the_estimators_it_ran(tmp_path):
+    """rank --json carries settings.method: the per-skill test, the regression's interval as it ran
+    (bootstrap resamples, or none with --no-regression) and the share scheme."""
+    from skillaudit.demo import demo_paths
+
+    demo = demo_paths()
+    res = CliRunner().invoke(cli, ["rank", *map(str, demo.runs), "--skills", str(demo.skills), "--bootstrap", "150",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)["settings"]
+    assert s["method"]["p"].startswith(s["p_value"])
+    assert s["method"]["coef"].endswith("interval: task-level bootstrap percentiles, 150 resamples")
+    assert s["method"]["share"] == f"each pair's flip split among its retrieved skills ({s['attribution']} weights)"

@@ -37,6 +37,7 @@ from skillaudit.analysis.library_effect import (
     stratified_relative,
     with_measured_differences,
 )
+from skillaudit.analysis.methods import regression_words
 from skillaudit.analysis.regression import SkillEffectRegression
 from skillaudit.errors import InputError
 from skillaudit.runs import PairedRuns
@@ -432,6 +433,12 @@ def attribute(
         "score_fallback_pairs": fallback,
         "p_value": _p_value_method(mid_p, clustered, n_units == runs.n_pairs),
         "untested": "skills never retrieved have null p/q and are not counted in BH",
+    }
+    settings["method"] = {  # each figure's estimator, as it ran (`analysis.methods`)
+        "p": settings["p_value"] + "; q: Benjamini-Hochberg over the tested skills",
+        "coef": "ridge regression of each pair's flip on the skills it retrieved (alpha "
+                f"{alpha:g}); interval: {regression_words(settings)}" if regression else "no regression",
+        "share": f"each pair's flip split among its retrieved skills ({scheme} weights)",
     }
     samples = cov = None
     if reg is not None and reg.interval_method_ == "bootstrap":
