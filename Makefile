@@ -49,6 +49,7 @@ bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/verdicts.py --issue51
 	$(BIN)/python bench/verdicts.py --issue52
+	PYTHONPATH=. $(BIN)/python bench/bench_agent_logs.py
 
 # Re-resolve and pin every dependency (torch stays on the CPU build that pip finds locally).
 lock:
