@@ -41,6 +41,10 @@ def test_no_help_text_names_a_method_the_code_does_not_use():
             assert phrase not in text, (name, phrase)
     flat = " ".join(helps["metrics"].split())
     assert "Tango score intervals inverting the score McNemar test" in flat
+    from skillaudit.analysis.methods import TASK_TEST_WORDS
+
+    assert TASK_TEST_WORDS in " ".join(helps["clusters"].split()).replace("- ", "-")  # click wraps at hyphens
+    assert "pooled exact McNemar" not in helps["clusters"]
     for cmd in ("audit", "prune", "clusters"):
         text = " ".join(helps[cmd].split())
         assert ", ".join(f"{v:.2f} {k}" for k, v in NEAR_DUPLICATE_THRESHOLD.items()) in text, cmd

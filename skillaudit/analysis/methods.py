@@ -66,6 +66,10 @@ def metrics_method(settings: dict[str, Any], score_tests: list[dict[str, str]], 
             "sentence": sentence}
 
 
+#: `stats.paired_test`, the task-level test of pooled flips (clusters, per-skill p in `rank`)
+TASK_TEST_WORDS = ("exact McNemar with one pair per task, else the exact sign-flip test of each task's summed "
+                   "flips")
+
 #: p cond, as `group_metrics` computes it (without and with --mid-p)
 P_COND_WORDS = ("the score McNemar test the RAE interval inverts (Durkalski's cluster-adjusted test when tasks "
                 "ran several epochs)")

@@ -138,12 +138,7 @@ def _clusters_inputs(runs: tuple[str, ...], skills_path: str, strict: bool, mode
 def clusters(runs: tuple[str, ...], skills_path: str, threshold: float | None, embedder: str,
              embed_model: str | None, cache_dir: str | None, distance: float | None, attribution: str,
              seed: int, model: str | None, benchmark: str | None, jobs: int, strict: bool, as_json: bool) -> None:
-    """Families of skills by embedding, ranked by the harm they concentrate.
-
-    A cluster is harmful when its members are net-harmful as a group (pooled exact McNemar over
-    the pairs retrieving any member, p <= 0.05) and not because of one member alone. Also lists
-    near-duplicate pairs, co-retrieval communities and pairs that do worse together.
-    """
+    """Families of skills by embedding, ranked by the harm they concentrate (help: `_clusters_help`)."""
     from skillaudit.analysis.graph import (
         co_retrieval_counts,
         co_retrieval_graph,
@@ -479,3 +474,17 @@ def _metrics_help() -> str:
 
 
 metrics.help = _metrics_help()
+
+
+def _clusters_help() -> str:
+    """`clusters --help`, naming the pooled test as `analysis.clusters` runs it (`stats.paired_test`)."""
+    from skillaudit.analysis.methods import TASK_TEST_WORDS
+
+    return ("Families of skills by embedding, ranked by the harm they concentrate.\n\n"
+            "A cluster is harmful when its members are net-harmful as a group (the pairs retrieving any member "
+            f"pooled, tested with the task as the unit: {TASK_TEST_WORDS}; p <= 0.05) and not because of one "
+            "member alone. Also lists near-duplicate pairs, co-retrieval communities and pairs that do worse "
+            "together.")
+
+
+clusters.help = _clusters_help()
