@@ -64,6 +64,7 @@ class _Trial:
     how: str  # which word / option decided the side
     data: dict[str, Any] = field(default_factory=dict)
     detail: str = ""  # the path or field the deciding word was found in
+    conflict: str | None = None  # an option put it on the side its own config contradicts (`_decide_sides`)
 
 
 def _side_of_text(text: str) -> tuple[str | None, str | None, bool]:
@@ -198,15 +199,24 @@ def _job_of(t: _Trial) -> str | None:
     return "dir:" + os.path.dirname(os.path.realpath(t.folder)) if t.folder is not None else None
 
 
+def _folder_config(folder: str) -> dict[str, Any]:
+    """A trial folder's `config.json` (Harbor's TrialConfig), or {} when it is absent, a link or
+    unreadable."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path) or os.path.islink(path):
+        return {}
+    try:
+        doc = load_json(path, "a Harbor trial config.json")
+    except InputError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def _passed_over_side(folder: str, rel: str) -> str | None:
     """The side of a trial folder without result.json: enabled when its config.json's agent.skills
     names skill folders; else the words of its path; else disabled when that list is empty."""
-    path = os.path.join(folder, "config.json")
-    try:
-        cfg = load_json(path, "a Harbor trial config.json") if os.path.isfile(path) else {}
-    except InputError:
-        cfg = {}
-    agent = cfg.get("agent") if isinstance(cfg, dict) and isinstance(cfg.get("agent"), dict) else {}
+    cfg = _folder_config(folder)
+    agent = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
     if isinstance(agent.get("skills"), list) and agent["skills"]:
         return ENABLED
     side, _, ambiguous = _side_of_text(rel)
@@ -234,8 +244,8 @@ def _decide_sides(trials: list[_Trial]) -> list[str]:
         side = ENABLED if dirs else DISABLED
         if t.how in ("--enabled", "--disabled") and t.side != side:
             conflicts.append(t)
-            t.data = {**t.data, "_conflict": f"given as {t.how} ({t.detail}), but its config's agent.skills is "
-                                            f"{dirs or []}: counted as {side}"}
+            t.conflict = (f"given as {t.how} ({t.detail}), but its config's agent.skills is {dirs or []}: "
+                          f"counted as {side}")
         t.side, t.how, t.detail = side, CONFIG_SIDE, f"{dirs or []}"
     return sorted(os.path.basename(t.folder or t.path) for t in conflicts)
 
@@ -289,15 +299,7 @@ def _trial_config(t: _Trial) -> dict[str, Any]:
     cfg = t.data.get("config")
     if isinstance(cfg, dict) and cfg:
         return cfg
-    if t.folder is not None:
-        path = os.path.join(t.folder, "config.json")
-        if os.path.isfile(path) and not os.path.islink(path):
-            try:
-                doc = load_json(path, "a Harbor trial config.json")
-            except InputError:
-                return {}
-            return doc if isinstance(doc, dict) else {}
-    return {}
+    return _folder_config(t.folder) if t.folder is not None else {}
 
 
 def task_folder(t: _Trial, tasks_dir: str) -> str | None:
@@ -515,8 +517,8 @@ def import_harbor(
         if exc is not None:
             meta["exception"] = exc
             rewarded_exc += 1
-        if "_conflict" in t.data:
-            meta["arm_issue"] = {"kind": "conflict", "detail": t.data["_conflict"]}
+        if t.conflict is not None:
+            meta["arm_issue"] = {"kind": "conflict", "detail": t.conflict}
         if traj.problem is None:
             meta["trajectory"] = traj.source
             meta.update(traj.meta())

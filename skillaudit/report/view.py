@@ -11,6 +11,7 @@ import base64
 import re
 from typing import Any
 
+from skillaudit.analysis.methods import metrics_method, regression_words
 from skillaudit.report.figures import FIGURES
 from skillaudit.report.render import pp, pp_ci, pval
 from skillaudit.util.term import clean
@@ -162,7 +163,7 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "projected_per_model": rec_doc.get("projected_per_model") or [],
         "library": library,
         "library_method": _library_method(library),
-        "regression_method": _regression_method(doc["skills"].get("settings", {})),
+        "regression_method": regression_words(doc["skills"].get("settings", {})),
         "library_actions": [r for r in rec_doc.get("recommendations", []) if r.get("scope") == "library"],
         "multi_model": len(models) > 1,
         "selection_warnings": [v for v in doc["headline"].get("per_model", []) if v.get("selection_text")],
@@ -194,8 +195,6 @@ def data_uri(png: bytes) -> str:
 
 def _method_of(metrics: dict[str, Any]) -> dict[str, Any]:
     """The metrics' method for a stored document written before it carried one: from its groups."""
-    from skillaudit.analysis.methods import metrics_method
-
     groups = metrics.get("groups") or []
     return metrics_method(metrics.get("settings") or {}, [g.get("score_test") or {} for g in groups],
                           [g.get("p_cond_test") or "score McNemar (Tango)" for g in groups],
@@ -209,9 +208,3 @@ def _library_method(library: list[dict[str, Any]]) -> dict[str, str]:
                     for e in library} - {""})
     return {"mean": "; or ".join(means) or "not recorded in this audit.json",
             "heterogeneity": "; or ".join(tests) or "not recorded in this audit.json"}
-
-
-def _regression_method(settings: dict[str, Any]) -> str:
-    from skillaudit.analysis.methods import regression_words
-
-    return regression_words(settings)

@@ -295,17 +295,17 @@ def _leak_lines(buf: bytes, n: int, lineno: int) -> Iterator[tuple[int, bytes]]:
         yield lineno, buf[start:n if end < 0 else end]
 
 
-def _main_record(line: bytes, condition: str) -> tuple[dict[str, Any], tuple[str, str, str, int],
-                                                       dict[str, Any]] | None:
-    """(record, key, meta) of a main (not arm) record of `condition` (its aliases included), else
-    None. The run-log reader has already checked the line (a bad one stopped the read), so a shape
+def _main_record(line: bytes, condition: str | None) -> tuple[dict[str, Any], tuple[str, str, str, int],
+                                                              dict[str, Any]] | None:
+    """(record, key, meta) of a main (not arm) record of `condition` (its aliases included; None:
+    either), else None. The run-log reader has already checked the line (a bad one stopped the read), so a shape
     it does not vouch for (`offered`, `meta` are informational there) is passed over, not an error."""
     try:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(rec, dict) or rec.get("arm") is not None or \
-            CONDITION_ALIASES.get(rec.get("condition")) != condition:  # type: ignore[arg-type]
+            (condition is not None and CONDITION_ALIASES.get(rec.get("condition")) != condition):  # type: ignore[arg-type]
         return None
     epoch = rec.get("epoch", 1)
     key = (rec.get("model", "default"), rec.get("benchmark", "default"), rec.get("task_id"),
@@ -368,20 +368,12 @@ ARM_ISSUE_KINDS = ("present", "unchecked", "conflict")
 def _add_arm_issue(line: bytes, issues: list[Issue], where: str) -> None:
     """A main record whose importer found its arm not what it claims beyond a leak (`meta.arm_issue`:
     skills present in a run without skills, no leak check possible, sources that disagree on its side)."""
-    try:
-        rec = orjson.loads(line)
-    except orjson.JSONDecodeError:
+    got = _main_record(line, None)
+    if got is None:
         return
-    if not isinstance(rec, dict) or rec.get("arm") is not None:
-        return
-    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    _, key, meta = got
     issue = meta.get("arm_issue")
-    if not isinstance(issue, dict) or issue.get("kind") not in ARM_ISSUE_KINDS:
-        return
-    epoch = rec.get("epoch", 1)
-    key = (rec.get("model", "default"), rec.get("benchmark", "default"), rec.get("task_id"),
-           epoch if type(epoch) is int else 1)
-    if all(isinstance(k, str) for k in key[:3]):
+    if isinstance(issue, dict) and issue.get("kind") in ARM_ISSUE_KINDS:
         detail = issue.get("detail") if isinstance(issue.get("detail"), str) else ""
         issues.append((issue["kind"], key, (detail[:300],), _label(meta, where)))
 

@@ -120,17 +120,14 @@ class Uses:
         folder, the skills its output shows are seen (`listing`)."""
         if not isinstance(output, str) or ("skills" not in command and "skill" not in command):
             return
-        command = command[:MAX_COMMAND]
-        segments = [s for s in _SEGMENTS.split(command) if s.strip()]
-        for seg in segments:
-            words = _words(seg)
-            if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") and \
-                    words[1] in ("-c", "-lc", "-lic", "-ic"):
-                self.shell_output(words[2], output)
-                return
+        segments = [s for s in _SEGMENTS.split(command[:MAX_COMMAND]) if s.strip()]
         if len(segments) != 1:  # several commands' output together: whose lines are whose is unknown
             return
         words = _words(segments[0])
+        inner = _shell_c(words)
+        if inner is not None:  # `bash -lc '...'`: the inner command decides
+            self.shell_output(inner, output)
+            return
         if not words or words[0].rsplit("/", 1)[-1] not in LISTERS:
             return
         targets = [w for w in words[1:] if not w.startswith("-") and _SKILLS_DIR.search(w.rstrip())]
@@ -207,8 +204,9 @@ class Uses:
         if not words:
             return
         first = words[0].rsplit("/", 1)[-1]
-        if first in ("bash", "sh", "zsh", "dash") and len(words) >= 3 and words[1] in ("-c", "-lc", "-lic", "-ic"):
-            self.command(words[2])  # Codex runs every command as `bash -lc '...'`: the inner command decides
+        inner = _shell_c(words)
+        if inner is not None:
+            self.command(inner)  # Codex runs every command as `bash -lc '...'`: the inner command decides
             return
         if first in NOT_READING:
             return
@@ -226,6 +224,14 @@ class Uses:
                 continue
             for skill, path in skill_files(w):
                 self.use(skill, rule, path)
+
+
+def _shell_c(words: list[str]) -> str | None:
+    """The command a `bash -c '...'` (sh, zsh, dash; -lc, -ic, -lic) runs, or None."""
+    if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh", "dash") and \
+            words[1] in ("-c", "-lc", "-lic", "-ic"):
+        return words[2]
+    return None
 
 
 def _words(segment: str) -> list[str]:
