@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= all
 
-.PHONY: install test test-harbor audit audit-skillsbench lint bench lock clean
+.PHONY: install test test-harbor audit audit-skillsbench lint docs bench lock clean
 
 install: $(STAMP)
 
@@ -44,6 +44,12 @@ audit-skillsbench: install
 
 lint: install
 	$(BIN)/ruff check skillaudit tests bench
+
+# docs/cli.md from every command's --help and the rules table of docs/attribution.md (tests/test_docs.py
+# fails when either is stale)
+docs: install
+	$(BIN)/python -c "import sys, skillaudit.cli as c; sys.exit(c.clidoc())" > docs/cli.md
+	$(BIN)/python -m skillaudit.decide.policy --update docs/attribution.md
 
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

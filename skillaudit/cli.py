@@ -63,5 +63,12 @@ def main() -> None:
         gc.freeze()
 
 
+def clidoc(argv: list[str] | None = None) -> int:
+    """docs/cli.md from this app's `--help` texts (`make docs`); `["--check", FILE]` exits 1 when FILE is stale."""
+    from skillaudit.report.clidoc import main as _clidoc
+
+    return _clidoc(cli, argv)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

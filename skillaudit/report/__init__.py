@@ -9,7 +9,7 @@ builds (the flow that runs the analyses) and renders it.
 `build_audit` and `load_audit` are re-exported from `skillaudit.audit` for callers of this package.
 
 Layer (pyproject.toml `[tool.importlinter]`): May import audit (the value it renders) and everything
-below; never commands or cli (clidoc excepted: it documents the click app).
+below; never commands or cli (`clidoc` documents the click app `skillaudit.cli` passes it).
 """
 
 from __future__ import annotations

