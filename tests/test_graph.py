@@ -16,10 +16,10 @@ from skillaudit.analysis.graph import (
     near_duplicate_graph,
     skill_exposure,
     skill_graph,
-    write_graph,
 )
 from skillaudit.errors import InputError
 from skillaudit.library import Library, Skill
+from skillaudit.report.graphml import write_graph
 from skillaudit.runs import read_text_records
 
 
@@ -305,7 +305,7 @@ def test_bounded_skill_graph_keeps_the_backbone_and_flagged_pairs():
 
 def test_graphml_lines_equal_networkx_output():
     """graphml_lines writes exactly what networkx's generate_graphml writes, odd characters included."""
-    from skillaudit.analysis.graph import graphml_lines
+    from skillaudit.report.graphml import graphml_lines
 
     g = _annotated_graph()
     assert list(graphml_lines(g)) == list(nx.generate_graphml(g))

@@ -77,7 +77,8 @@ def _check(out, progress: str) -> None:
         assert e["method"]["mean"] in md and e["method"]["heterogeneity"] in md
     settings = doc["skills"]["settings"]
     if settings.get("regression_interval") == "bootstrap":
-        assert f"The ridge regression (task-level bootstrap percentiles, {settings['bootstrap']:,} resamples)" in md
+        assert f"The ridge regression (task-level bootstrap percentiles, {settings['bootstrap']:,} resamples" in md
+        assert f"The ridge regression ({settings['method']['coef_interval']})" in md
     assert f"paired metrics for {sum(g['n_pairs'] for g in groups if g['benchmark'] == '*'):,} pairs" in progress
     assert interval_summary(400) in " ".join(progress.split())
 
@@ -111,5 +112,26 @@ def test_rank_json_names_the_estimators_it_ran(tmp_path):
     assert res.exit_code == 0, res.output
     s = json.loads(res.output)["settings"]
     assert s["method"]["p"].startswith(s["p_value"])
-    assert s["method"]["coef"].endswith("interval: task-level bootstrap percentiles, 150 resamples")
+    from skillaudit.analysis.regression import MIN_INTERVAL_TASKS
+
+    assert s["method"]["coef"].endswith("interval: task-level bootstrap percentiles, 150 resamples (none below "
+                                        f"{MIN_INTERVAL_TASKS} retrieving tasks)")
+    assert s["method"]["coef_interval"] in s["method"]["coef"]
+    # the table's caption is these words, not its own
+    text = CliRunner().invoke(cli, ["rank", *map(str, demo.runs), "--skills", str(demo.skills), "--bootstrap",
+                                    "150"], terminal_width=400).output
+    assert " ".join(text.split()).count(f"p: {s['method']['p']}; coef: {s['method']['coef']}; vs library: "
+                                        f"{s['method']['vs_library']}.") == len(s["models"])
     assert s["method"]["share"] == f"each pair's flip split among its retrieved skills ({s['attribution']} weights)"
+
+
+def test_metrics_table_title_names_the_interval_the_result_used():
+    """`metrics`'s table title is the result's own method (the RAE interval as it ran), not a fixed phrase."""
+    from skillaudit.demo import demo_paths
+
+    demo = demo_paths()
+    runs = [*map(str, demo.runs)]
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", *runs, "--bootstrap", "100", "--json"]).output)
+    text = CliRunner().invoke(cli, ["metrics", *runs, "--bootstrap", "100"], terminal_width=400).output
+    rae = doc["method"]["intervals"]["rae"]
+    assert f"95% CI of RAE: {rae}, task-level" in " ".join(text.split())

@@ -99,7 +99,7 @@ def test_audit_json_round_trips(simulated):
     raw = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     loaded = load_audit(out / "audit.json")
     assert loaded.to_dict() == raw
-    assert {**simulated["result"].to_dict(), "figures": raw["figures"]} == raw
+    assert {**simulated["result"].document.to_dict(), "figures": raw["figures"]} == raw
     again = write_mod.rerender(out)
     assert again["report.md"] == (out / "report.md").read_text(encoding="utf-8")
     assert again["report.html"] == (out / "report.html").read_text(encoding="utf-8")
@@ -203,7 +203,7 @@ def test_large_graph_sections_are_bounded(tmp_path, write_jsonl, monkeypatch):
     import numpy as np
 
     from skillaudit.analysis.graph import co_retrieval_graph, interference
-    from skillaudit.audit import build as build_mod
+    from skillaudit.audit import flow as build_mod
     from skillaudit.runs import load_runs
 
     rng = np.random.default_rng(5)
@@ -219,13 +219,14 @@ def test_large_graph_sections_are_bounded(tmp_path, write_jsonl, monkeypatch):
     assert n_inter >= 2
     monkeypatch.setattr(build_mod, "MAX_GRAPH_EDGES", 40)
     monkeypatch.setattr(build_mod, "MAX_INTERFERENCE", 1)
-    result = build_audit([str(runs)], None, n_boot=100, regression_boot=0)
+    audit = build_audit([str(runs)], None, n_boot=100, regression_boot=0)
+    result = audit.document
     graph = result.graph
     assert graph["co_retrieval_edges"] == full.number_of_edges() > graph["export_co_retrieval_edges"]
     assert graph["interference_total"] == n_inter and len(graph["interference"]) == 1
     assert any("backbone" in n for n in result.notes) and any("do worse together" in n for n in result.notes)
     out = tmp_path / "r"
-    write_report(result, out, inputs=[runs])
+    write_report(audit, out, inputs=[runs])
     exported = nx.read_graphml(out / "skill_graph.graphml")
     assert exported.number_of_edges() == graph["export_co_retrieval_edges"]
     assert set(exported.nodes) == set(full.nodes)
@@ -237,7 +238,7 @@ def test_large_graph_sections_are_bounded(tmp_path, write_jsonl, monkeypatch):
 
 def test_headline_names_a_benchmark_whose_arms_say_injection_hurts_when_pooling_hides_it():
     """The pooled arms say the retrieved skills do worse than random content, gsm8k's own arms say injection hurts: the sentence adds "on gsm8k alone, injection hurts, not these skills"; when the pooled sentence already says so, nothing is added."""
-    from skillaudit.audit.build import _injection_sentence
+    from skillaudit.decide.headline import _injection_sentence
 
     groups = [
         {"model": "m", "benchmark": "mbpp_plus", "injection_text": "the retrieved skills do worse than random content (...)"},
@@ -254,7 +255,7 @@ def test_headline_names_a_benchmark_whose_arms_say_injection_hurts_when_pooling_
 
 def test_headline_names_the_skills_to_prune_rewrite_and_merge():
     """The recommended line names the skills of each action (at most 4, then an ellipsis), not only their number."""
-    from skillaudit.audit.build import headline
+    from skillaudit.decide.headline import headline
 
     group = {"model": "m", "benchmark": "*", "reportable": True, "rae": -0.1, "rae_ci": [-0.2, -0.01],
              "p_cond": 0.01, "cond_b": 2, "cond_c": 12, "n_cond": 100, "n_cond_tasks": 100, "n_pairs": 120}
@@ -267,7 +268,7 @@ def test_headline_names_the_skills_to_prune_rewrite_and_merge():
 
 
 def _three_model_headline(name="skill-number-{i:02d}-with-a-long-name"):
-    from skillaudit.audit.build import headline
+    from skillaudit.decide.headline import headline
 
     groups = [{"model": m, "benchmark": "*", "reportable": True, "rae": rae, "rae_ci": [rae - 0.08, rae + 0.07],
                "p_cond": p, "cond_b": b, "cond_c": c, "n_cond": 120, "n_cond_tasks": 120, "n_pairs": 150,
@@ -317,7 +318,7 @@ def test_terminal_headline_is_at_most_8_lines_of_100_characters_and_names_the_sk
 
 def test_terminal_headline_summarises_models_beyond_four():
     """Six models: one line of counts (the CLI prints the full table after the headline)."""
-    from skillaudit.audit.build import headline
+    from skillaudit.decide.headline import headline
     from skillaudit.report.headline import terminal_lines
 
     groups = [{"model": f"m{i}", "benchmark": "*", "reportable": True, "rae": -0.1, "rae_ci": [-0.2, -0.05],

@@ -31,6 +31,7 @@ import numpy as np
 from skillaudit.analysis.library_effect import (
     MIN_TESTED,
     N_PERMUTATIONS,
+    VS_LIBRARY_WORDS,
     LibraryEffect,
     _merged_design,
     library_effect,
@@ -439,6 +440,8 @@ def attribute(
         "coef": "ridge regression of each pair's flip on the skills it retrieved (alpha "
                 f"{alpha:g}); interval: {regression_words(settings)}" if regression else "no regression",
         "share": f"each pair's flip split among its retrieved skills ({scheme} weights)",
+        "coef_interval": regression_words(settings),
+        "vs_library": VS_LIBRARY_WORDS,
     }
     samples = cov = None
     if reg is not None and reg.interval_method_ == "bootstrap":

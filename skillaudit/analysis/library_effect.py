@@ -738,6 +738,10 @@ def library_rows(effects: Sequence[LibraryEffect]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- per-skill, conditioning on the task
 #: a per-skill "vs library" verdict needs at least this many retrieving tasks (said in the output)
 MIN_SKILL_TASKS = 5
+#: the "vs library" column of `rank` (`stratified_relative`) in words
+VS_LIBRARY_WORDS = ("net flips per retrieving pair minus what the other entries' rescue and harm rates on the same "
+                    f"kind of task (disabled outcome, set size) predict, exact test, judged with >= {MIN_SKILL_TASKS} "
+                    "retrieving tasks")
 #: retrieved-set sizes above this share one stratum
 _MAX_SIZE_STRATUM = 4
 

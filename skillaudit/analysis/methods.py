@@ -106,4 +106,9 @@ def regression_words(settings: dict[str, Any]) -> str:
     words = REGRESSION_INTERVAL.get(str(how), "no interval")
     if how == "bootstrap":
         words += f", {int(settings.get('bootstrap') or 0):,} resamples"
+    if how in REGRESSION_INTERVAL:
+        from skillaudit.analysis.regression import MIN_INTERVAL_TASKS
+
+        words += f" (none below {MIN_INTERVAL_TASKS} retrieving tasks)"
     return words
+

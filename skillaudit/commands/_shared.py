@@ -1,6 +1,6 @@
 """What every command shares: library errors as one-line messages (`reports_errors`), the shared
 options (decorators), human and JSON output (`echo`, `emit_json`, `warn`), and reading the inputs
-with the warnings a user should see (`load_inputs_for_cli`, `arms_for_cli`, ...).
+with the warnings a user should see (`load_inputs_for_cli`, `prepare_for_cli`, ...).
 
 Library code raises `skillaudit.errors` exceptions and never prints; this is the only place that
 turns them into messages (exit 2 for bad input).
@@ -143,29 +143,25 @@ def load_inputs_for_cli(runs: tuple[str, ...], strict: bool, library: Any = None
     return inputs
 
 
-def arms_for_cli(inputs: Any, paired: Any = None, filtered: bool = False) -> Any:
-    """The arm records of the run logs (DESIGN §3.1b), joined to `paired` (default: all the pairs);
-    None when there are none.
+def prepare_for_cli(inputs: Any, settings: Any, filtered: bool = False) -> Any:
+    """`skillaudit.audit.prepare` (the pairs selected, their arms, the library judged), with the
+    warnings a user should see: arm records left out, skills edited since the runs.
 
-    `filtered`: `paired` is a --model/--benchmark selection, so arms of other pairs are expected."""
-    arms = inputs.arms(paired)
+    `filtered`: a --model/--benchmark selection, so arms of other pairs are expected."""
+    from skillaudit.audit import prepare
+
+    audit = prepare(inputs, settings)
+    arms = audit.arms
     if arms is not None and arms.n_unjoined and not filtered:
         warn(f"{arms.n_unjoined} arm record(s) without their main pair were left out")
     if arms is not None and arms.n_error:
         warn(f"{arms.n_error} arm record(s) with a harness error were left out")
-    return arms
+    if audit.edited:
+        from skillaudit.runs.provenance import edited_warning
 
-
-def edited_for_cli(inputs: Any) -> dict[str, bool]:
-    """{skill id: edited since the runs?} from the logs' skill hashes; warns once per edited skill."""
-    if inputs.library is None:
-        return {}
-    from skillaudit.runs.provenance import edited_warning
-
-    edited = inputs.edited
-    for sid in sorted(s for s, e in edited.items() if e):
-        warn(edited_warning(sid))
-    return edited
+        for sid in sorted(k for k, e in audit.edited.items() if e):
+            warn(edited_warning(sid))
+    return audit
 
 
 def load_library_for_cli(path: str | None) -> Any:

@@ -11,11 +11,9 @@ import click
 from skillaudit.analysis.methods import METRICS_BOOT_HELP, threshold_help
 from skillaudit.commands._shared import (
     CommandError,
-    arms_for_cli,
     attribution_option,
     bootstrap_option,
     echo,
-    edited_for_cli,
     emit_json,
     filter_options,
     jobs_option,
@@ -25,6 +23,7 @@ from skillaudit.commands._shared import (
     mid_p_option,
     min_cond_option,
     pool_models_option,
+    prepare_for_cli,
     reports_errors,
     runs_argument,
     seed_option,
@@ -52,40 +51,40 @@ from skillaudit.errors import InputError
 def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boot: int, seed: int,
             mid_p: bool, by_top_k: bool, jobs: int, strict: bool, as_json: bool) -> None:
     """Paired effects per model and benchmark (the help text is `_METRICS_HELP`, from the estimators)."""
-    from skillaudit.analysis.metrics import compute_metrics
+    from skillaudit.audit import Settings, run_audit
 
     lib = load_library_for_cli(skills_path)
+    settings = Settings(min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, judge_offered=False)
+
+    def flow(files: tuple[str, ...]) -> Any:  # the audit flow stopped at its metrics
+        inputs = load_inputs_for_cli(files, strict, lib, jobs)
+        return run_audit(prepare_for_cli(inputs, settings), until="metrics")
+
+    from skillaudit.report.render import arms_table, metrics_table  # rich: only for the table
+
     if by_top_k:
         from skillaudit.analysis.metrics import top_k_of_files
 
         docs = []
         for k, files in sorted(top_k_of_files(runs).items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-            inputs = load_inputs_for_cli(tuple(files), strict, lib, jobs)
-            paired, arms = inputs.runs, arms_for_cli(inputs)
-            result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+            audit = flow(tuple(files))
             if as_json:
-                docs.append({"top_k": k, "inputs": files, **result.to_dict()})
+                docs.append({"top_k": k, "inputs": files, **audit.metrics.to_dict()})
                 continue
-            from skillaudit.report.render import metrics_table
-
             click.echo(f"top_k = {k if k is not None else 'not logged'} ({', '.join(files)})")
-            metrics_table(result)
+            metrics_table(audit)
         if as_json:
             emit_json({"schema": "skillaudit.metrics-by-top-k/v1", "by_top_k": docs})
         return
-    inputs = load_inputs_for_cli(runs, strict, lib, jobs)
-    paired, arms = inputs.runs, arms_for_cli(inputs)
-    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms)
+    audit = flow(runs)
     if as_json:
-        doc = result.to_dict()
+        doc = audit.metrics.to_dict()
         doc["inputs"] = list(runs)
         emit_json(doc)
     else:
-        from skillaudit.report.render import arms_table, metrics_table  # rich: only for the table
-
-        metrics_table(result)
-        if arms is not None:
-            arms_table(result)
+        metrics_table(audit)
+        if audit.arms is not None:
+            arms_table(audit)
 
 
 # ---------------------------------------------------------------- clusters / graph
@@ -209,8 +208,8 @@ def graph(runs: tuple[str, ...], skills_path: str, out: str, threshold: float | 
         co_retrieval_counts,
         interference,
         skill_graph,
-        write_graph,
     )
+    from skillaudit.report.graphml import write_graph
 
     if Path(out).suffix.lower() not in (".graphml", ".json"):
         raise CommandError(f"{out}: --out must end in .graphml or .json")
@@ -239,45 +238,27 @@ _bootstrap_option = click.option(
     help="Task-level bootstrap resamples for the regression coefficients' CIs.")
 
 
-def _attribute_for_cli(runs: tuple[str, ...], skills_path: str | None, strict: bool, model: str | None,
-                       benchmark: str | None, attribution: str, n_boot: int, seed: int, jobs: int = 0,
-                       pool_models: bool = False, mid_p: bool = False, cost: bool = False,
-                       offered_fallback: bool = False) -> Any:
-    """(inputs, the selected pairs, the attribution). With `offered_fallback` and no --skills, the
-    skills the runs say were offered stand for the library (said in one line); `inputs.library`
-    is then that library."""
-    from skillaudit.analysis.attribution import attribute_models
+def _attribution_flow(runs: tuple[str, ...], skills_path: str | None, strict: bool, until: str,
+                      settings: Any, jobs: int = 0, cost: bool = False, offered_fallback: bool = False) -> Any:
+    """The audit flow stopped at `until` for rank and prune (no paired metrics). With
+    `offered_fallback` and no --skills, the skills the runs say were offered stand for the library
+    (said in one line)."""
+    from skillaudit.audit import run_audit
 
     lib = load_library_for_cli(skills_path)
     # rank and prune do not report adherence: the answers are not even decoded
     inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, cost=cost and lib is not None,
                                  offered=offered_fallback)
+    if lib is None and offered_fallback and inputs.runs.use_unlogged.all():
+        raise CommandError("--skills is required: these runs say which skills were offered, not which were "
+                           "used, so no skill can be judged (skillaudit audit reports the effect of offering)")
+    start = prepare_for_cli(inputs, settings, filtered=settings.model is not None or settings.benchmark is not None)
     if lib is None and offered_fallback:
-        import dataclasses
-
-        from skillaudit.library import offered_library
-
-        if inputs.runs.n_pairs and inputs.runs.use_unlogged.all():
-            raise CommandError("--skills is required: these runs say which skills were offered, not which were "
-                               "used, so no skill can be judged (skillaudit audit reports the effect of offering)")
-        lib = offered_library(inputs.offered, inputs.offered_unknown)
-        if lib is None:
+        if start.library is None:
             raise CommandError("--skills is required: these runs do not list the skills they were offered")
-        warn(f"no --skills: judging {lib.source} ({len(lib)}; their texts are not in the runs: no "
-             "near-duplicate merges)")
-        inputs = dataclasses.replace(inputs, library=lib)
-    paired = inputs.runs.select(model, benchmark)
-    if paired.n_pairs == 0:
-        raise CommandError("no pairs left after --model/--benchmark")
-    arms = arms_for_cli(inputs, paired, filtered=model is not None or benchmark is not None)
-    edited = edited_for_cli(inputs)
-    attr = attribute_models(paired, library=lib, pooled=pool_models, scheme=attribution,
-                            n_boot=n_boot, seed=seed, mid_p=mid_p, arms=arms, jobs=jobs)
-    if edited:
-        from skillaudit.runs.provenance import mark_edited
-
-        attr = mark_edited(attr, edited)
-    return inputs, paired, attr
+        warn(f"no --skills: judging {start.library.source} ({len(start.library)}; their texts are not in the "
+             "runs: no near-duplicate merges)")
+    return run_audit(start, until=until)
 
 
 @click.command()
@@ -307,50 +288,30 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
     retrieved skills that separates skills retrieved together; "vs library" is that effect minus
     the library's mean per injected skill of the others. Per-skill numbers are associations.
     """
-    inputs, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
-                                                n_boot, seed, jobs, pool_models, mid_p, cost=True)
-    unlogged = bool(paired.n_pairs) and bool(paired.use_unlogged.all())
-    from skillaudit.analysis.cost import inputs_cost
+    from skillaudit.audit import Settings
 
-    cost = inputs_cost(inputs, model, benchmark)
+    settings = Settings(attribution=attribution, model=model, benchmark=benchmark, pool_models=pool_models,
+                        mid_p=mid_p, regression_boot=n_boot, seed=seed, jobs=jobs, judge_offered=False,
+                        skip=("metrics",))
+    audit = _attribution_flow(runs, skills_path, strict, "cost", settings, jobs, cost=True)
+    unlogged = bool(audit.runs.n_pairs) and bool(audit.runs.use_unlogged.all())
     if as_json:
-        doc = result.to_dict()
+        doc = audit.attribution.to_dict()
         doc["inputs"] = list(runs)
         doc["use_logged"] = not unlogged
-        if cost is not None:
-            doc["cost"] = cost.to_dict()
+        if audit.cost is not None:
+            doc["cost"] = audit.cost.to_dict()
         emit_json(doc)
     elif unlogged:  # nothing to rank: say why instead of "0 tasks retrieved"
         echo("skill use not logged: these runs say which skills were offered, not which were used, so no "
              "skill can be ranked; `skillaudit audit` reports the effect of offering the skills per model "
              "and per task bundle")
     else:
-        from skillaudit.report.render import rank_tables  # rich: only for the table
+        from skillaudit.report.render import cost_lines, rank_tables  # rich: only for the table
 
-        rank_tables(result, top=top or None)
-        if cost is not None:
-            _cost_table(cost, top=top or None)
-
-
-def _cost_table(cost: Any, top: int | None = None) -> None:
-    from skillaudit.util.term import clean
-
-    pc = cost.per_condition
-    echo("")
-    rate = (f"usage deltas, {cost.tokens_per_char:.3f} tokens per character of skill text"
-            if cost.tokens_per_char is not None else "usage deltas: not estimable")
-    echo(f"cost (tokens from {rate})")
-    for cond in ("enabled", "disabled"):
-        c = pc[cond]
-        echo(f"  {cond:<9} mean prompt tokens {c['prompt_tokens'] if c['prompt_tokens'] is not None else '-'}, "
-             f"completion {c['completion_tokens'] if c['completion_tokens'] is not None else '-'}, "
-             f"latency {c['latency_s'] if c['latency_s'] is not None else '-'} s")
-    echo(f"  {'skill':<34} {'tokens/inj':>10} {'inj':>5} {'b':>3} {'c':>3} {'tokens/net rescue':>18}")
-    rows = [s for s in cost.skills if s.injections]
-    for s in rows[:top] if top else rows:
-        tpi = f"{s.tokens_per_injection:,.0f}" if s.tokens_per_injection is not None else "-"
-        tpr = f"{s.tokens_per_net_rescue:,.0f}" if s.tokens_per_net_rescue is not None else "no net rescue"
-        echo(f"  {clean(s.skill_id)[:34]:<34} {tpi:>10} {s.injections:>5} {s.b:>3} {s.c:>3} {tpr:>18}")
+        rank_tables(audit, top=top or None)
+        for line in cost_lines(audit, top=top or None):
+            echo(line)
 
 
 @click.command("cost")
@@ -363,15 +324,18 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
              as_json: bool) -> None:
     """What each skill costs: tokens it adds per injection (from usage deltas), tokens per net rescue,
     and tokens and latency per condition."""
+    from skillaudit.audit import Settings, prepare, run_audit
+    from skillaudit.report.render import cost_lines
+
     lib = load_library_for_cli(skills_path)
     inputs = load_inputs_for_cli(runs, False, lib, adherence=False, arms=False, provenance=False, cost=True)
-    from skillaudit.analysis.cost import inputs_cost
-
-    cost = inputs_cost(inputs, model, benchmark)
+    settings = Settings(model=model, benchmark=benchmark, judge_offered=False, skip=("metrics", "attribution"))
+    audit = run_audit(prepare(inputs, settings), until="cost")
     if as_json:
-        emit_json({**cost.to_dict(), "inputs": list(runs)})
+        emit_json({**audit.cost.to_dict(), "inputs": list(runs)})
     else:
-        _cost_table(cost)
+        for line in cost_lines(audit):
+            echo(line)
 
 
 @click.command()
@@ -413,29 +377,20 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
     projection. --apply writes a pruned copy (skills pruned for every model); the library itself
     is never modified.
     """
-    from skillaudit.decide.recommend import apply_prune, recommend
+    from skillaudit.audit import Settings
+    from skillaudit.decide.recommend import apply_prune
     from skillaudit.report.prune_view import explain_lines, prune_lines
 
     if apply_dir is not None and skills_path is None:
         raise CommandError("--apply needs --skills: the library to copy")
-    inputs, paired, result = _attribute_for_cli(runs, skills_path, strict, model, benchmark, attribution,
-                                                n_boot, seed, jobs, pool_models, mid_p, offered_fallback=True)
-    lib = inputs.library
-    near = harmful = None
-    if embedder != "none" and skills_path is not None:
-        try:
-            from skillaudit.analysis.clusters import cluster_library
-        except ImportError as exc:
-            warn(f"near-duplicate detection unavailable ({exc}); no merge suggestions")
-        else:
-            rows = {r.skill_id: r for r in result.pooled_rows()}
-            report = cluster_library(lib, rows, paired, embedder=embedder, threshold=threshold)
-            if report.fallback_reason:
-                warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
-            near, harmful = list(report.near_duplicates), report.harmful_members()
-    out = recommend(paired, result, near_duplicates=near, harmful_clusters=harmful, offered=inputs.offered,
-                    arms=inputs.arms(paired))
-    left_out = apply_prune(lib, out, apply_dir) if apply_dir is not None else None
+    settings = Settings(attribution=attribution, model=model, benchmark=benchmark, pool_models=pool_models,
+                        mid_p=mid_p, regression_boot=n_boot, seed=seed, jobs=jobs, embedder=embedder,
+                        near_duplicate_threshold=threshold, skip=("metrics", "cost"))
+    audit = _attribution_flow(runs, skills_path, strict, "recommendations", settings, jobs, offered_fallback=True)
+    if audit.clusters is not None and audit.clusters.fallback_reason:
+        warn(f"the MiniLM model could not be loaded: {audit.clusters.fallback_reason}")
+    out = audit.recommendations
+    left_out = apply_prune(audit.library, out, apply_dir) if apply_dir is not None else None
     if as_json:
         doc = out.to_dict()
         doc["inputs"] = list(runs)
@@ -443,15 +398,15 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
             doc["applied"] = {"out_dir": apply_dir, "left_out": left_out}
         emit_json(doc)
     elif explain is not None:
-        lines = explain_lines(out, explain)
+        lines = explain_lines(audit, explain)
         if not lines:
             raise InputError(f"--explain {explain}: no recommendation for that skill in these runs")
         for line in lines:
             echo(line)
     else:
-        for line in prune_lines(out):
+        for line in prune_lines(audit):
             echo(line)
-        n_cut = sum(cut for _, cut in inputs.offered.values())
+        n_cut = sum(cut for _, cut in audit.inputs.offered.values())
         if n_cut:
             echo(f"{n_cut} with-skills log(s) end before the agent finished (cut): \"unused\" means not seen "
                  "used in what was logged")

@@ -11,17 +11,16 @@ import click
 from skillaudit.analysis.methods import METRICS_BOOT_HELP, threshold_help
 from skillaudit.commands._shared import (
     CommandError,
-    arms_for_cli,
     attribution_option,
     bootstrap_option,
     echo,
-    edited_for_cli,
     emit_json,
     jobs_option,
     json_option,
     load_inputs_for_cli,
     load_library_for_cli,
     min_cond_option,
+    prepare_for_cli,
     quiet_option,
     reports_errors,
     runs_argument,
@@ -83,7 +82,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     --out folder is replaced only once the new report is complete, so a failed audit leaves the
     previous report intact. Progress goes to stderr (--quiet silences it).
     """
-    from skillaudit.audit.build import build_audit
+    from skillaudit.audit import Settings, run_audit
     from skillaudit.demo import demo_paths
     from skillaudit.report.write import check_out_dir, write_report
 
@@ -104,19 +103,16 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
     loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=lib is not None, digests=True, integrity=True)
-    arms = arms_for_cli(loaded)
-    edited = edited_for_cli(loaded)
-    result = build_audit(
-        runs, skills_path, embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
-        near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot, seed=seed,
-        min_cond=min_cond,
-        attribution=attribution, strict=strict, progress=say, demo=demo, library=lib, runs=loaded.runs,
-        arms=arms, edited=edited, jobs=jobs, inputs=loaded,
-    )
+    settings = Settings(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
+                        near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=min(n_boot, reg_boot),
+                        regression=min(n_boot, reg_boot) > 0, seed=seed, min_cond=min_cond,
+                        attribution=attribution, strict=strict, demo=demo, jobs=jobs, skip=("cost",))
+    audit = run_audit(prepare_for_cli(loaded, settings), progress=say)
+    result = audit.document
     used = result.inputs["settings"].get("embedder_used")
     if used and used != embedder:
         warn(f"the {embedder} embedder could not be loaded; clusters use {used} instead")
-    written = write_report(result, out_dir, inputs=inputs, progress=say)
+    written = write_report(audit, out_dir, inputs=inputs, progress=say)
     if as_json:
         from pathlib import Path
 
@@ -168,7 +164,6 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     without skills. Prints the table behind the figure; --out writes the PNG.
     """
 
-    from skillaudit.analysis.metrics import compute_metrics
     from skillaudit.report.compare import compare_doc
     from skillaudit.report.figures import figure1
     from skillaudit.report.render import console, pp, pp_ci, pval
@@ -177,17 +172,15 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
     say = _progress(quiet)
     if out_file is not None and any(os.path.abspath(out_file) == os.path.abspath(r) for r in runs):
         raise CommandError(f"--out {out_file}: is one of the run logs; choose another file")
-    paired = load_inputs_for_cli(runs, strict, jobs=jobs, adherence=False, arms=False, provenance=False).runs
-    if benchmark is not None:
-        if benchmark not in paired.benchmarks:
-            raise CommandError(f"--benchmark {benchmark}: not in these runs "
-                               f"(benchmarks: {', '.join(paired.benchmarks)})")
-        paired = paired.select(benchmark=benchmark)
-    if say:
-        from skillaudit.analysis.methods import interval_summary
+    from skillaudit.audit import Settings, prepare, run_audit
 
-        say(f"paired metrics for {paired.n_pairs:,} pairs, {len(paired.models)} model(s): {interval_summary(n_boot)}")
-    result = compute_metrics(paired, min_cond=min_cond, n_boot=n_boot, seed=seed)
+    inputs = load_inputs_for_cli(runs, strict, jobs=jobs, adherence=False, arms=False, provenance=False)
+    if benchmark is not None and benchmark not in inputs.runs.benchmarks:
+        raise CommandError(f"--benchmark {benchmark}: not in these runs "
+                           f"(benchmarks: {', '.join(inputs.runs.benchmarks)})")
+    settings = Settings(benchmark=benchmark, min_cond=min_cond, n_boot=n_boot, seed=seed, judge_offered=False)
+    audit = run_audit(prepare(inputs, settings), until="metrics", progress=say)
+    paired, result = audit.runs, audit.metrics
     doc = compare_doc(result.to_dict(), benchmark, figure=out_file)
     if len(doc["models"]) < 2:
         warn("Figure 1 compares models; these runs hold only one")
@@ -260,6 +253,7 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     that got worse, or an RAE that fell with the change's 95% CI below 0. Always, unless
     --allow-leaks: arm integrity (a run without skills that used one, a run with skills given none).
     """
+    from skillaudit.audit import Settings, run_audit
     from skillaudit.decide.gate import check as _check
     from skillaudit.decide.gate import check_document, load_audit_doc
 
@@ -267,8 +261,10 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     base = load_audit_doc(baseline) if baseline else None
     lib = load_library_for_cli(skills_path)
     inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, integrity=True)
-    paired, arms = inputs.runs, arms_for_cli(inputs)
-    doc = check_document(paired, lib, n_boot=n_boot, seed=seed, arms=arms)
+    # the audit's flow to its recommendations, without embeddings (no merge checks)
+    settings = Settings(n_boot=n_boot, seed=seed, embedder="none", jobs=jobs, skip=("cost", "clusters"))
+    audit = run_audit(prepare_for_cli(inputs, settings), until="recommendations")
+    doc = check_document(audit.metrics, audit.attribution, audit.recommendations)
     failures = _check(doc, tuple(fail_on), base)
     if not allow_leaks:
         from skillaudit.analysis.integrity import arm_integrity
@@ -283,7 +279,7 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
         for f in failures:
             echo(f"FAIL {f.kind}: {f.message}")
         if not failures:
-            echo(f"ok: nothing fails ({', '.join(fail_on)}) on {paired.n_pairs} pairs")
+            echo(f"ok: nothing fails ({', '.join(fail_on)}) on {audit.runs.n_pairs} pairs")
     if failures:
         click.get_current_context().exit(1)
 

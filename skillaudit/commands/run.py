@@ -10,12 +10,12 @@ import click
 
 from skillaudit.commands._shared import (
     CommandError,
-    arms_for_cli,
     bootstrap_option,
     echo,
     emit_json,
     json_option,
     load_inputs_for_cli,
+    prepare_for_cli,
     quiet_option,
     reports_errors,
     runs_argument,
@@ -383,25 +383,20 @@ def verify(runs: tuple[str, ...], prune_json: str | None, skills_path: str | Non
             if not quiet and not as_json:
                 click.echo(line, err=True)
         runs = (*runs, out_path)
+    from skillaudit.audit import STEPS, Settings, run_audit
+
     inputs = load_inputs_for_cli(runs, strict, adherence=False)
-    paired, arms = inputs.runs, arms_for_cli(inputs)
-    result = _verify(paired, arms, sets, n_boot=n_boot, seed=seed)
+    settings = Settings(n_boot=n_boot, verify_boot=n_boot, seed=seed, prune_sets=sets, judge_offered=False,
+                        skip=tuple(s for s in STEPS if s != "verify"))
+    audit = run_audit(prepare_for_cli(inputs, settings), until="verify")
+    if audit.verify is None:  # no pruned arm and no --prune: verify says what is missing
+        _verify(audit.runs, audit.arms, None)
+    result = audit.verify
     if as_json:
         emit_json({**result.to_dict(), "inputs": list(runs)})
         return
-    from skillaudit.report.render import Table, console, pp, pp_ci
+    from skillaudit.report.render import verify_table
 
-    t = Table(title="Removing the prune set: projected vs measured RAE (percentage points; 95% CI)")
-    for col, just in [("model", "left"), ("what", "left"), ("tasks (pairs)", "right"), ("re-run", "right"),
-                      ("RAE now", "right"), ("projected", "right"), ("CI", "right"), ("measured", "right"),
-                      ("CI", "right"), ("measured - projected CI", "right")]:
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
-    for r in result.rows:
-        t.add_row(r.model, r.skill_id or "all pruned", f"{r.n_tasks} ({r.n_pairs})", str(r.n_rerun),
-                  pp(r.before), pp(r.projected), pp_ci(r.projected_ci), pp(r.measured), pp_ci(r.measured_ci),
-                  pp_ci(r.difference_ci), style="" if r.skill_id else "bold")
-    out = console()
-    out.print(t)
-    out.print(result.to_dict()["note"])
+    verify_table(audit)
     if result.missing:
         warn(f"{result.missing} touched pair(s) have no pruned re-run; they keep their projection")

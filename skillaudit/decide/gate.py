@@ -216,15 +216,8 @@ def check(doc: dict[str, Any], fail_on: tuple[str, ...], baseline: dict[str, Any
     return out
 
 
-def check_document(runs: Any, library: Any, *, n_boot: int, seed: int, reg_boot: int = 2000,
-                   arms: Any = None) -> dict[str, Any]:
-    """The audit sections `check` needs, computed from the runs (no embeddings: no merge checks)."""
-    from skillaudit.analysis.attribution import attribute_models
-    from skillaudit.analysis.metrics import compute_metrics
-    from skillaudit.decide.recommend import recommend
-
-    metrics = compute_metrics(runs, n_boot=n_boot, seed=seed, arms=arms)
-    attr = attribute_models(runs, library=library, n_boot=reg_boot, seed=seed, arms=arms)
-    prune = recommend(runs, attr, arms=arms)
-    return {"metrics": metrics.to_dict(), "library": [e.to_dict() for e in attr.library],
-            "recommendations": prune.to_dict()}
+def check_document(metrics: Any, attribution: Any, recommendations: Any) -> dict[str, Any]:
+    """The audit sections `check` judges: the metrics, the library-level effects and the
+    recommendations (results of the audit flow, `skillaudit.audit.run_audit`)."""
+    return {"metrics": metrics.to_dict(), "library": [e.to_dict() for e in attribution.library],
+            "recommendations": recommendations.to_dict()}

@@ -96,8 +96,9 @@ def _fit(cells: list[str], widths: list[int], width: int) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-def prune_lines(result: Any, width: int = WIDTH) -> list[str]:
-    """The short view of a `PruneResult` (see the module doc): every line at most `width` wide."""
+def prune_lines(audit: Any, width: int = WIDTH) -> list[str]:
+    """The short view of an `Audit`'s recommendations (see the module doc): every line at most `width` wide."""
+    result = audit.recommendations
     models = list(result.settings.get("models") or [])
     n_models = len(models)
     out: list[str] = []
@@ -136,9 +137,11 @@ def prune_lines(result: Any, width: int = WIDTH) -> list[str]:
     return out
 
 
-def explain_lines(result: Any, skill_id: str, width: int = WIDTH) -> list[str]:
-    """Everything the recommendations of `skill_id` rest on: each decision (action, rule, models),
-    each model's own rule and reason, and the figures of each decision's evidence; [] if none."""
+def explain_lines(audit: Any, skill_id: str, width: int = WIDTH) -> list[str]:
+    """Everything the recommendations of `skill_id` (in an `Audit`) rest on: each decision (action,
+    rule, models), each model's own rule and reason, and the figures of each decision's evidence;
+    [] if none."""
+    result = audit.recommendations
     recs = [r for r in result.recommendations if r.skill_id == skill_id]
     if not recs:
         return []

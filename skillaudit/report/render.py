@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table as _RichTable
 from rich.text import Text
 
-from skillaudit.analysis.library_effect import MIN_SKILL_TASKS
-from skillaudit.analysis.metrics import MetricsResult
 from skillaudit.util.term import clean
+
+if TYPE_CHECKING:
+    from skillaudit.analysis.metrics import MetricsResult
 
 
 def _plain(obj: Any) -> Any:
@@ -205,10 +206,14 @@ def _tp(tasks: int, pairs: int) -> str:
     return f"{tasks}" if tasks == pairs else f"{tasks} ({pairs})"
 
 
-def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
-    """Print the metrics table: one row per (model, benchmark), pooled rows last per model."""
+def metrics_table(audit: Any, out: Console | None = None) -> None:
+    """Print the metrics table of an `Audit` (run to its metrics step): one row per (model,
+    benchmark), pooled rows last per model."""
+    result: MetricsResult = audit.metrics
     out = out or console()
-    t = Table(title="Paired skill effects (percentage points; 95% CI: Tango score interval, task-level)")
+    method = result.method()
+    t = Table(title=f"Paired skill effects (percentage points; {round(method['level'] * 100)}% CI of RAE: "
+                    f"{method['intervals']['rae']}, task-level)")
     for col, just in [
         ("model", "left"), ("benchmark", "left"), ("tasks (pairs)", "right"), ("retrieved", "right"),
         ("acc on", "right"), ("acc off", "right"), ("agg lift", "right"), ("OAE", "right"),
@@ -271,8 +276,9 @@ def metrics_table(result: MetricsResult, out: Console | None = None) -> None:
         out.print(n)
 
 
-def arms_table(result: MetricsResult, out: Console | None = None) -> None:
-    """Counterfactual arms per group: content and context effects, the A/A flip rate."""
+def arms_table(audit: Any, out: Console | None = None) -> None:
+    """Counterfactual arms per group of an `Audit`'s metrics: content and context effects, the A/A flip rate."""
+    result: MetricsResult = audit.metrics
     out = out or console()
     t = Table(title="Counterfactual arms (percentage points; 95% CI: score interval inverting p, task-level)")
     for col, just in [("model", "left"), ("benchmark", "left"), ("arm", "left"), ("tasks (runs)", "right"),
@@ -361,29 +367,16 @@ def rank_table(result: Any, top: int | None = None, out: Console | None = None) 
                       "out entries (prune judges each against the others).")
     if top and len(result.skills) > top:
         out.print(f"(top {top} of {len(result.skills)} skills; --top 0 shows all)")
-    out.print(f"q: Benjamini-Hochberg over {result.settings.get('p_value', 'exact McNemar tests')}; coef: ridge "
-              "regression of flips on the retrieved skills (separates co-retrieved skills), "
-              + _coef_interval_words(result.settings.get("regression_interval"))
-              + "; vs library: net flips per retrieving pair minus what the other entries' rescue and harm "
-              f"rates on the same kind of task (disabled outcome, set size) predict, exact test, judged with >= "
-              f"{MIN_SKILL_TASKS} retrieving tasks. "
+    method = result.settings.get("method") or {}
+    out.print(f"p: {method.get('p')}; coef: {method.get('coef')}; vs library: {method.get('vs_library')}. "
               "All from co-retrieval: associations, not measured causes.")
     for note in sorted(notes):
         out.print(note)
 
 
-def _coef_interval_words(method: str | None) -> str:
-    """What the coef column's interval is, from the method that computed it (`interval_method_`)."""
-    from skillaudit.analysis.regression import MIN_INTERVAL_TASKS
-
-    what = {"bootstrap": "task-level bootstrap CI", "sandwich": "task-level cluster-robust (sandwich) CI"}
-    if method not in what:
-        return "no CI (--bootstrap 0)"
-    return f"{what[method]} (none below {MIN_INTERVAL_TASKS} retrieving tasks)"
-
-
-def rank_tables(result: Any, top: int | None = None, out: Console | None = None) -> None:
-    """`rank_table` for each model of a ModelAttributions, then per-benchmark library lines."""
+def rank_tables(audit: Any, top: int | None = None, out: Console | None = None) -> None:
+    """`rank_table` for each model of an `Audit`'s attribution, then per-benchmark library lines."""
+    result = audit.attribution
     out = out or console()
     for res in result.results:
         rank_table(res, top=top, out=out)
@@ -391,3 +384,47 @@ def rank_tables(result: Any, top: int | None = None, out: Console | None = None)
     for e in cells:
         out.print(f"library, {e.model} on {e.benchmark}: {e.text}")
 
+
+
+def cost_lines(audit: Any, top: int | None = None) -> list[str]:
+    """What each skill costs, from an `Audit`'s cost step (`analysis.cost.CostReport`): tokens per
+    condition, then tokens per injection and per net rescue for each injected skill; [] without it."""
+    cost = audit.cost
+    if cost is None:
+        return []
+    pc = cost.per_condition
+    rate = (f"usage deltas, {cost.tokens_per_char:.3f} tokens per character of skill text"
+            if cost.tokens_per_char is not None else "usage deltas: not estimable")
+    out = ["", f"cost (tokens from {rate})"]
+
+    def val(x: Any) -> str:
+        return "-" if x is None else str(x)
+
+    for cond in ("enabled", "disabled"):
+        c = pc[cond]
+        out.append(f"  {cond:<9} mean prompt tokens {val(c['prompt_tokens'])}, completion "
+                   f"{val(c['completion_tokens'])}, latency {val(c['latency_s'])} s")
+    out.append(f"  {'skill':<34} {'tokens/inj':>10} {'inj':>5} {'b':>3} {'c':>3} {'tokens/net rescue':>18}")
+    rows = [s for s in cost.skills if s.injections]
+    for s in rows[:top] if top else rows:
+        tpi = f"{s.tokens_per_injection:,.0f}" if s.tokens_per_injection is not None else "-"
+        tpr = f"{s.tokens_per_net_rescue:,.0f}" if s.tokens_per_net_rescue is not None else "no net rescue"
+        out.append(f"  {clean(s.skill_id)[:34]:<34} {tpi:>10} {s.injections:>5} {s.b:>3} {s.c:>3} {tpr:>18}")
+    return out
+
+
+def verify_table(audit: Any, out: Console | None = None) -> None:
+    """Projected vs measured RAE of removing the prune set, from an `Audit`'s verify step."""
+    result = audit.verify
+    out = out or console()
+    t = Table(title="Removing the prune set: projected vs measured RAE (percentage points; 95% CI)")
+    for col, just in [("model", "left"), ("what", "left"), ("tasks (pairs)", "right"), ("re-run", "right"),
+                      ("RAE now", "right"), ("projected", "right"), ("CI", "right"), ("measured", "right"),
+                      ("CI", "right"), ("measured - projected CI", "right")]:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in result.rows:
+        t.add_row(r.model, r.skill_id or "all pruned", f"{r.n_tasks} ({r.n_pairs})", str(r.n_rerun),
+                  pp(r.before), pp(r.projected), pp_ci(r.projected_ci), pp(r.measured), pp_ci(r.measured_ci),
+                  pp_ci(r.difference_ci), style="" if r.skill_id else "bold")
+    out.print(t)
+    out.print(result.to_dict()["note"])

@@ -11,7 +11,6 @@ import base64
 import re
 from typing import Any
 
-from skillaudit.analysis.methods import metrics_method, regression_words
 from skillaudit.report.figures import FIGURES
 from skillaudit.report.render import pp, pp_ci, pval
 from skillaudit.util.term import clean
@@ -163,7 +162,8 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "projected_per_model": rec_doc.get("projected_per_model") or [],
         "library": library,
         "library_method": _library_method(library),
-        "regression_method": regression_words(doc["skills"].get("settings", {})),
+        "regression_method": ((doc["skills"].get("settings") or {}).get("method") or {}).get(
+            "coef_interval", NOT_RECORDED),
         "library_actions": [r for r in rec_doc.get("recommendations", []) if r.get("scope") == "library"],
         "multi_model": len(models) > 1,
         "selection_warnings": [v for v in doc["headline"].get("per_model", []) if v.get("selection_text")],
@@ -193,12 +193,16 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+#: what a stored audit.json written before its figures carried their `method` shows instead
+NOT_RECORDED = "not recorded in this audit.json"
+
+
 def _method_of(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The metrics' method for a stored document written before it carried one: from its groups."""
-    groups = metrics.get("groups") or []
-    return metrics_method(metrics.get("settings") or {}, [g.get("score_test") or {} for g in groups],
-                          [g.get("p_cond_test") or "score McNemar (Tango)" for g in groups],
-                          [g.get("oae_p_test") or "exact McNemar" for g in groups])
+    """The metrics' method for a stored document written before it carried one: not recorded (the
+    report renders what the audit says, never what an estimator would have said)."""
+    return {"level": metrics.get("settings", {}).get("level", 0.95),
+            "intervals": {"rae": f"interval {NOT_RECORDED}", "agg_lift": f"interval {NOT_RECORDED}"},
+            "tests": {}, "sentence": f"Percentage points; the intervals and tests are {NOT_RECORDED}."}
 
 
 def _library_method(library: list[dict[str, Any]]) -> dict[str, str]:
@@ -206,5 +210,4 @@ def _library_method(library: list[dict[str, Any]]) -> dict[str, str]:
     means = sorted({(e.get("method") or {}).get("mean") or "" for e in library} - {""})
     tests = sorted({(e.get("method") or {}).get("heterogeneity") or e.get("heterogeneity_test") or ""
                     for e in library} - {""})
-    return {"mean": "; or ".join(means) or "not recorded in this audit.json",
-            "heterogeneity": "; or ".join(tests) or "not recorded in this audit.json"}
+    return {"mean": "; or ".join(means) or NOT_RECORDED, "heterogeneity": "; or ".join(tests) or NOT_RECORDED}

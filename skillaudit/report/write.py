@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from skillaudit.audit.build import AUDIT_SCHEMA, AuditResult
+from skillaudit.audit import AUDIT_SCHEMA, Audit
 from skillaudit.errors import OutputError
 from skillaudit.report import figures as figures_mod
 from skillaudit.report.html import render_html
@@ -85,13 +85,17 @@ def skills_csv(doc: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def write_report(result: AuditResult, out_dir: str | Path, *, inputs: Sequence[str | Path] = (),
+def write_report(audit: Audit, out_dir: str | Path, *, inputs: Sequence[str | Path] = (),
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Render and write the report into `out_dir` (atomically); returns {"out", "files", "report"}.
+    """Render the audit (run to its document step) and write the report into `out_dir`
+    (atomically); returns {"out", "files", "report"}.
 
     `inputs` are the run logs and library: `out_dir` may not contain them.
     """
     say = progress or (lambda _m: None)
+    if audit.document is None:
+        raise ValueError("write_report needs the audit run to its document step")
+    result = audit.document
     out = check_out_dir(out_dir, inputs)
     with atomic_directory(out) as tmp:
         say("drawing figures")
@@ -107,11 +111,10 @@ def write_report(result: AuditResult, out_dir: str | Path, *, inputs: Sequence[s
         (tmp / "skills.csv").write_text(skills_csv(doc), encoding="utf-8")
         (tmp / "report.md").write_text(render_markdown(doc, list(pngs)), encoding="utf-8")
         (tmp / "report.html").write_text(render_html(doc, pngs), encoding="utf-8")
-        graph = result.extras.get("graph")
-        if graph is not None:
-            from skillaudit.analysis.graph import graphml_lines
+        if audit.graph is not None:
+            from skillaudit.report.graphml import graphml_lines
 
-            (tmp / "skill_graph.graphml").write_text("\n".join(graphml_lines(graph)) + "\n",
+            (tmp / "skill_graph.graphml").write_text("\n".join(graphml_lines(audit.graph.export)) + "\n",
                                                      encoding="utf-8")
     files = [f for f in REPORT_FILES if (out / f).exists()] + [f"figures/{n}" for n in pngs]
     return {"out": str(out), "files": files, "report": str(out / "report.html")}
@@ -119,7 +122,7 @@ def write_report(result: AuditResult, out_dir: str | Path, *, inputs: Sequence[s
 
 def rerender(out_dir: str | Path) -> dict[str, str]:
     """report.md and report.html rendered again from a report folder's audit.json and figures."""
-    from skillaudit.audit.build import load_audit
+    from skillaudit.audit import load_audit
 
     out = Path(out_dir)
     result = load_audit(out / "audit.json")
