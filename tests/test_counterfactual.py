@@ -277,3 +277,30 @@ def test_mask_intervals_cover_the_planted_effects_over_many_seeds(tmp_path):
     assert min(cover.values()) / n >= 0.89
     assert np.mean([excludes[s] for s in ("n1", "n2", "n3")]) / n <= 0.09
     assert excludes["h1"] / n >= 0.85
+
+
+def test_arm_captions_name_the_interval_the_arm_effects_used(tmp_path):
+    """The arms' captions (metrics' terminal table, report.md and report.html) are the arm effects' own
+    `method`: the Tango score interval inverting the score test `_scored` ran (no bootstrap), and
+    p its test; with epochs, the cluster-adjusted test."""
+    main, arms = _injection_world()
+    log = _write(tmp_path / "runs.jsonl", main + arms)
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", log, "--bootstrap", "100", "--json"]).output)
+    method = doc["groups"][0]["arms"]["random"]["method"]
+    assert method == {"interval": "Tango score interval inverting the score McNemar (Tango) test",
+                      "p": "the score McNemar (Tango) test the interval inverts"}
+    text = " ".join(CliRunner().invoke(cli, ["metrics", log, "--bootstrap", "100"], terminal_width=400).output.split())
+    assert f"95% CI: {method['interval']}, task-level; p: {method['p']}" in text
+    out = tmp_path / "report"
+    res = CliRunner().invoke(cli, ["audit", log, "--out", str(out), "--bootstrap", "100", "-q"])
+    assert res.exit_code == 0, res.output
+    for name in ("report.md", "report.html"):
+        page = (out / name).read_text(encoding="utf-8")
+        assert f"CIs: {method['interval']}, task-level; p: {method['p']}." in page, name
+        assert "Task-level bootstrap CIs" not in page
+    # several epochs per task: the interval inverts the cluster-adjusted test
+    main2 = [{**r, "epoch": e} for r in main for e in (1, 2)]
+    arms2 = [{**r, "epoch": e} for r in arms for e in (1, 2)]
+    log2 = _write(tmp_path / "epochs.jsonl", main2 + arms2)
+    doc2 = json.loads(CliRunner().invoke(cli, ["metrics", log2, "--bootstrap", "100", "--json"]).output)
+    assert "cluster-adjusted score McNemar" in doc2["groups"][0]["arms"]["random"]["method"]["interval"]

@@ -17,7 +17,8 @@ from skillaudit.cli import cli
 DRIFTED = ("CIs from a task-level paired bootstrap", "confidence intervals from a task-level paired bootstrap",
            "exact McNemar when each task ran once", "0.50 tfidf", "bootstrap with 20,000 resamples",
            "0 = no CIs", "CIs: task-level paired bootstrap",
-           "regression effects (task-level bootstrap CI)", "A permutation test: each retrieving task")
+           "regression effects (task-level bootstrap CI)", "A permutation test: each retrieving task",
+           "pooled exact McNemar p", "pooled McNemar p ≤", "Task-level bootstrap CIs")
 
 
 def _helps() -> dict[str, str]:
@@ -73,6 +74,15 @@ def _check(out, progress: str) -> None:
     assert method["sentence"] in md
     for phrase in DRIFTED:
         assert phrase not in md and phrase not in html, phrase
+    if doc["clusters"]:  # the clusters' caption: the pooled test as `analysis.clusters` ran it
+        t = doc["clusters"]["harm_test"]
+        from skillaudit.analysis.methods import TASK_TEST_WORDS
+
+        assert t["test"] == TASK_TEST_WORDS
+        import html as _html
+
+        words = f"({t['pooled']}, tested with the task as the unit ({t['test']}): p ≤ {t['alpha']:g})"
+        assert _html.escape(words).replace("&#x27;", "&#39;") in html and words in md
     for e in doc["library"]:  # the library table's caption: each entry's own estimators
         assert e["method"]["mean"] in md and e["method"]["heterogeneity"] in md
     settings = doc["skills"]["settings"]

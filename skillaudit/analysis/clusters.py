@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClusterMixin
 
-from skillaudit.analysis.methods import NEAR_DUPLICATE_THRESHOLD
+from skillaudit.analysis.methods import NEAR_DUPLICATE_THRESHOLD, TASK_TEST_WORDS
 from skillaudit.library.embed import Embeddings, embed_library
 from skillaudit.stats import mcnemar_exact, paired_test
 
@@ -303,6 +303,7 @@ class ClusterReport:
     n_encoded: int = 0
     n_cached: int = 0
     embeddings: Embeddings | None = field(default=None, repr=False)
+    alpha: float = DEFAULT_ALPHA  # a cluster is harmful at pooled p <= alpha
 
     def harmful_members(self) -> list[list[str]]:
         """Member ids of each harmful cluster (for `rewrite` recommendations)."""
@@ -322,6 +323,9 @@ class ClusterReport:
             "cache": {"encoded": self.n_encoded, "cached": self.n_cached},
             "clusters": [c.to_dict() for c in self.clusters],
             "near_duplicates": [list(p) for p in self.near_duplicates],
+            # how "harmful" was decided, as computed (`ClusterIndex`: `stats.paired_test`)
+            "harm_test": {"test": TASK_TEST_WORDS, "alpha": self.alpha,
+                          "pooled": "the distinct pairs retrieving any member, pooled"},
         }
 
 
@@ -365,7 +369,7 @@ def cluster_library(
         embedder=emb.embedder, model_id=emb.model_id, clusters=clusters,
         near_duplicates=near_duplicate_pairs(emb.keys, emb.vectors, thr),
         near_duplicate_threshold=thr, distance_threshold=dist, method=method,
-        fallback_reason=emb.fallback_reason, n_encoded=emb.n_encoded, n_cached=emb.n_cached,
+        fallback_reason=emb.fallback_reason, n_encoded=emb.n_encoded, n_cached=emb.n_cached, alpha=alpha,
         embeddings=emb,
     )
 

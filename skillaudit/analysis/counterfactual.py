@@ -81,12 +81,21 @@ class ArmEffect:
     context_p: float | None = None  # task-level test of the context effect (enabled arms)
     content_flips: int = 0  # pairs (x masks) where the enabled run and the arm differ
     context_flips: int = 0  # pairs (x masks) where the arm and the disabled run differ
+    test: str = "score McNemar (Tango)"  # the score test the intervals invert (`stats.paired_score`)
+    mid_p: bool = False  # p from the mid-p task-level test instead
+
+    def method(self) -> dict[str, str]:
+        """The intervals and p of this arm's effects in words, as computed (`_scored`)."""
+        from skillaudit.analysis.methods import P_COND_MID_P_WORDS
+
+        return {"interval": f"Tango score interval inverting the {self.test} test",
+                "p": P_COND_MID_P_WORDS if self.mid_p else f"the {self.test} test the interval inverts"}
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "n_tasks": self.n_tasks, "content_effect": self.content_effect,
                 "content_ci": self.content_ci, "context_effect": self.context_effect,
                 "context_ci": self.context_ci, "p": self.p, "context_p": self.context_p,
-                "accuracy": self.accuracy}
+                "accuracy": self.accuracy, "method": self.method()}
 
 
 def _num(x: float) -> float | None:
@@ -109,7 +118,7 @@ def _mean_ci(units: np.ndarray, cols: np.ndarray, n_boot: int, seed: int, level:
     return point, [None if not np.isfinite(c).all() else [float(c[0]), float(c[1])] for c in cis]
 
 
-def _scored(u: np.ndarray, diff: np.ndarray, level: float, mid_p: bool) -> tuple[list[float] | None, float]:
+def _scored(u: np.ndarray, diff: np.ndarray, level: float, mid_p: bool) -> tuple[list[float] | None, float, str]:
     """The score interval of a mean paired difference (Tango; Rao-Scott over tasks) and the test it
     inverts (`stats.paired_score`), so an interval excludes 0 exactly when p <= 1 - level; with
     `mid_p`, the mid-p task-level test instead (then they can disagree, as in `metrics`)."""
@@ -117,7 +126,7 @@ def _scored(u: np.ndarray, diff: np.ndarray, level: float, mid_p: bool) -> tuple
 
     sc = paired_score(u, diff.astype(np.int64), level)
     ci = None if sc.ci is None or not np.isfinite(sc.ci).all() else [float(sc.ci[0]), float(sc.ci[1])]
-    return ci, (paired_test(u, diff.astype(np.int64), mid_p=True) if mid_p else sc.p)
+    return ci, (paired_test(u, diff.astype(np.int64), mid_p=True) if mid_p else sc.p), sc.test
 
 
 def arm_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed: int = 0,
@@ -145,21 +154,22 @@ def arm_effects(runs: PairedRuns, arms: ArmRecords, *, n_boot: int = 2000, seed:
             diff = y_arm - y_neg[p_ix]
             cols = np.column_stack([np.ones(rows.size), diff, np.abs(diff), y_arm])
             (ctx, aa, acc), _ = _mean_ci(u, cols, 0, seed, level)
-            ctx_ci, ctx_p = _scored(u, diff, level, mid_p)
+            ctx_ci, ctx_p, test = _scored(u, diff, level, mid_p)
             aa_rate, aa_n = aa, int(rows.size)
             between = float(np.abs(y_pos[p_ix] - y_neg[p_ix]).mean())
             out[name] = ArmEffect(name, int(rows.size), int(np.unique(u).size), None, None, ctx, ctx_ci,
-                                  ctx_p, acc, between, context_flips=int(np.count_nonzero(diff)))
+                                  ctx_p, acc, between, context_flips=int(np.count_nonzero(diff)), test=test,
+                                  mid_p=mid_p)
             continue
         content = y_pos[p_ix] - y_arm
         context = y_arm - y_neg[p_ix]
         cols = np.column_stack([np.ones(rows.size), content, context, y_arm])
         (ce, xe, acc), _ = _mean_ci(u, cols, 0, seed, level)
-        ce_ci, ce_p = _scored(u, content, level, mid_p)
-        xe_ci, xe_p = _scored(u, context, level, mid_p)
+        ce_ci, ce_p, test = _scored(u, content, level, mid_p)
+        xe_ci, xe_p, _ = _scored(u, context, level, mid_p)
         out[name] = ArmEffect(name, int(rows.size), int(np.unique(u).size), ce, ce_ci, xe, xe_ci,
                               ce_p, acc, context_p=xe_p, content_flips=int(np.count_nonzero(content)),
-                              context_flips=int(np.count_nonzero(context)))
+                              context_flips=int(np.count_nonzero(context)), test=test, mid_p=mid_p)
     return out, aa_rate, aa_n
 
 

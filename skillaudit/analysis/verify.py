@@ -69,11 +69,19 @@ class VerifyResult:
             "measured": [{k: r[k] for k in ("model", "excluded", "measured", "measured_ci", "n_rerun")}
                          for r in overall],
             "rows": [r.to_dict() for r in self.rows], "missing_reruns": self.missing,
+            "method": {"interval": self.interval_words()},
             "note": ("projected: pairs that lose every skill fall back to their disabled outcome, the "
                      "others keep their enabled outcome; measured: those pairs re-run with the library "
                      "without the prune set (the tool may return other skills). Both over the same "
-                     "retrieving pairs, task-level bootstrap CIs."),
+                     f"retrieving pairs; CIs: {self.interval_words()}."),
         }
+
+    def interval_words(self) -> str:
+        """The intervals as computed: task-level bootstrap percentiles from the same resamples."""
+        from skillaudit.analysis.methods import bootstrap_words
+
+        return (f"{bootstrap_words(int(self.settings.get('bootstrap') or 0), self.settings.get('seed'))}, "
+                "projected and measured from the same resamples")
 
 
 def _ci(v: np.ndarray) -> list[float] | None:

@@ -280,7 +280,9 @@ def arms_table(audit: Any, out: Console | None = None) -> None:
     """Counterfactual arms per group of an `Audit`'s metrics: content and context effects, the A/A flip rate."""
     result: MetricsResult = audit.metrics
     out = out or console()
-    t = Table(title="Counterfactual arms (percentage points; 95% CI: score interval inverting p, task-level)")
+    words = arm_method([a for g in result.groups for a in (g.arms or {}).values()])
+    t = Table(title=f"Counterfactual arms (percentage points; 95% CI: {words['interval']}, task-level; p: "
+                    f"{words['p']})")
     for col, just in [("model", "left"), ("benchmark", "left"), ("arm", "left"), ("tasks (runs)", "right"),
                       ("acc", "right"), ("content", "right"), ("content CI", "right"), ("p", "right"),
                       ("context", "right"), ("context CI", "right")]:
@@ -428,3 +430,14 @@ def verify_table(audit: Any, out: Console | None = None) -> None:
                   pp_ci(r.difference_ci), style="" if r.skill_id else "bold")
     out.print(t)
     out.print(result.to_dict()["note"])
+
+
+#: what a stored audit.json written before its figures carried their `method` shows instead
+NOT_RECORDED = "not recorded in this audit.json"
+
+
+def arm_method(arms: list[dict[str, Any]]) -> dict[str, str]:
+    """The arm effects' interval and p in words, from each arm's own `method` (the distinct ones)."""
+    intervals = sorted({(a.get("method") or {}).get("interval") or "" for a in arms} - {""})
+    ps = sorted({(a.get("method") or {}).get("p") or "" for a in arms} - {""})
+    return {"interval": "; or ".join(intervals) or f"interval {NOT_RECORDED}", "p": "; or ".join(ps) or NOT_RECORDED}

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from skillaudit.report.figures import FIGURES
-from skillaudit.report.render import pp, pp_ci, pval
+from skillaudit.report.render import NOT_RECORDED, arm_method, pp, pp_ci, pval
 from skillaudit.util.term import clean
 
 #: at most this many skills in the report's ranked table (all of them are in skills.csv)
@@ -170,6 +170,8 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "arm_rows": [{"model": g["model"], "benchmark": g["benchmark"], "arm": name, **a}
                      for g in metrics.get("groups", []) for name, a in (g.get("arms") or {}).items()],
         "aa_rows": [g for g in metrics.get("groups", []) if g.get("aa_flip_rate") is not None],
+        "cluster_test": _cluster_test(clusters),
+        "arm_method": arm_method([a for g in metrics.get("groups", []) for a in (g.get("arms") or {}).values()]),
         "injection": [v for v in doc["headline"].get("per_model", []) if v.get("injection_text")],
         "causal_models": [m for m in (doc.get("skills") or {}).get("models", []) if m.get("causal")],
         "causal_rows": [r for r in rows if r.get("causal_effect") is not None],
@@ -193,16 +195,20 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-#: what a stored audit.json written before its figures carried their `method` shows instead
-NOT_RECORDED = "not recorded in this audit.json"
-
-
 def _method_of(metrics: dict[str, Any]) -> dict[str, Any]:
     """The metrics' method for a stored document written before it carried one: not recorded (the
     report renders what the audit says, never what an estimator would have said)."""
     return {"level": metrics.get("settings", {}).get("level", 0.95),
             "intervals": {"rae": f"interval {NOT_RECORDED}", "agg_lift": f"interval {NOT_RECORDED}"},
             "tests": {}, "sentence": f"Percentage points; the intervals and tests are {NOT_RECORDED}."}
+
+
+def _cluster_test(clusters: dict[str, Any] | None) -> str:
+    """How a cluster was found harmful, from the clusters section's own `harm_test`."""
+    t = (clusters or {}).get("harm_test")
+    if not t:
+        return f"the pooled test {NOT_RECORDED}"
+    return f"{t['pooled']}, tested with the task as the unit ({t['test']}): p ≤ {t['alpha']:g}"
 
 
 def _library_method(library: list[dict[str, Any]]) -> dict[str, str]:
