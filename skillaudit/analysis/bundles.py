@@ -26,6 +26,11 @@ from skillaudit.stats import bh_qvalues, mcnemar_exact
 
 SCHEMA = "skillaudit.bundles/v1"
 
+#: what `bundle_effects` computes, in words (the report's bundle section and its `method`)
+BUNDLE_METHOD = {"test": "the exact two-sided sign test of rescues vs harms, agents as the units (an agent's "
+                         "summed flips on the task give its sign)",
+                 "q": "Benjamini-Hochberg over all bundles"}
+
 
 @dataclass(frozen=True)
 class AgentCell:

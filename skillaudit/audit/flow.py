@@ -312,15 +312,15 @@ def _offered_only_pairs(runs: Any) -> np.ndarray:
 def bundles_section(runs: Any, top: int = 8) -> dict[str, Any]:
     """The per task-bundle view (skillaudit.analysis.bundles) for the report: the most harmful bundles with
     the agents they hurt, and what cannot be said without skill-use logs."""
-    from skillaudit.analysis.bundles import bundle_effects
+    from skillaudit.analysis.bundles import BUNDLE_METHOD, bundle_effects
 
     res = bundle_effects(runs)
     worst = res.harmful(top)
     n_sig = sum(1 for b in res.bundles if b.q <= VERDICT_ALPHA)
     intro = (f"Each task ships its own skills, so the per-skill view is per task's bundle across "
              f"{res.n_agents} agents: an agent is a rescue of a bundle when it passed more trials with "
-             "the skills than without on that task, a harm when fewer. Each bundle's sign test counts "
-             f"agents, and q adjusts over all {len(res.bundles)} bundles (Benjamini-Hochberg): "
+             f"the skills than without on that task, a harm when fewer. Each bundle's test is {BUNDLE_METHOD['test']}, "
+             f"and q adjusts over all {len(res.bundles)} bundles ({BUNDLE_METHOD['q'].split(' over')[0]}): "
              f"{n_sig} bundle(s) at q ≤ {VERDICT_ALPHA}. One agent's cell is at most "
              "3 trials against 3 and decides nothing alone; these are associations across agents.")
     rows = []
@@ -330,7 +330,7 @@ def bundles_section(runs: Any, top: int = 8) -> dict[str, Any]:
         rows.append({"task": b.task, "benchmark": b.benchmark, "text": b.sentence(),
                      "hurt_text": f"hurt {hurt}{more} (passes with vs without)",
                      "rescues": b.rescues, "harms": b.harms, "effect": b.effect, "p": b.p, "q": b.q})
-    return {"schema": "skillaudit.bundles/v1", "intro": intro, "worst": rows,
+    return {"schema": "skillaudit.bundles/v1", "intro": intro, "worst": rows, "method": dict(BUNDLE_METHOD),
             "n_bundles": len(res.bundles), "n_agents": res.n_agents, "n_significant": n_sig,
             "cannot_say": CANNOT_SAY,
             "all": [{"task": b.task, "benchmark": b.benchmark, "rescues": b.rescues, "harms": b.harms,
