@@ -3,7 +3,8 @@
     python bench/pandas_reference.py RUNS... [--json]
 
 read_json(lines=True) per file, pair enabled with disabled records on (model, benchmark, task_id,
-epoch) with a merge, explode each pair's deduplicated retrieved skills, groupby skill. Prints the
+epoch) with a merge, explode each pair's deduplicated retrieved skills, groupby task and skill, then
+skill (b and c task-level, as `rank` counts them). Prints the
 number of skills (or, with --json, {skill_id: [n_retrieved, b, c]} to check against skillaudit).
 Harness error records and unpaired records are left out, as skillaudit does.
 """
@@ -52,11 +53,17 @@ def load_pairs(paths: list[str]) -> pd.DataFrame:
 
 
 def per_skill_counts(paths: list[str]) -> pd.DataFrame:
+    """n_retrieved counts pairs; b and c are task-level (the task is the unit: the epochs of a task
+    that retrieved the skill sum their flips S, which count max(S, 0) rescues and max(-S, 0) harms;
+    which epoch pairs with which cannot change them), per model, summed over the models as the
+    bench sums `rank`'s per-model rows."""
     pairs = load_pairs(paths)
-    pairs["b"] = pairs["correct_pos"] & ~pairs["correct_neg"]
-    pairs["c"] = ~pairs["correct_pos"] & pairs["correct_neg"]
-    ex = pairs[["skill", "b", "c"]].explode("skill").dropna(subset=["skill"])
-    return ex.groupby("skill").agg(n_retrieved=("b", "size"), b=("b", "sum"), c=("c", "sum"))
+    pairs["flip"] = pairs["correct_pos"].astype(int) - pairs["correct_neg"].astype(int)
+    ex = pairs[["model", "benchmark", "task_id", "skill", "flip"]].explode("skill").dropna(subset=["skill"])
+    tasks = ex.groupby(["model", "benchmark", "task_id", "skill"]).agg(n=("flip", "size"), s=("flip", "sum"))
+    tasks["b"] = tasks["s"].clip(lower=0)
+    tasks["c"] = (-tasks["s"]).clip(lower=0)
+    return tasks.groupby("skill").agg(n_retrieved=("n", "sum"), b=("b", "sum"), c=("c", "sum"))
 
 
 def main() -> int:

@@ -35,9 +35,12 @@ def load_pairs(paths: list[str]) -> pd.DataFrame:
 def model_verdicts(pairs: pd.DataFrame, alpha: float = 1.0) -> pd.DataFrame:
     """One model's per-skill counts, exact McNemar p, BH q and ridge coefficient."""
     cond = pairs[pairs["skill"].map(len) > 0].reset_index(drop=True)
-    ex = cond[["skill", "flip"]].explode("skill")
-    ex["b"], ex["c"] = ex["flip"] == 1, ex["flip"] == -1
-    counts = ex.groupby("skill").agg(n_retrieved=("b", "size"), b=("b", "sum"), c=("c", "sum"))
+    ex = cond[["benchmark", "task_id", "skill", "flip"]].explode("skill")
+    # the task is the unit: a task's epochs that retrieved the skill sum their flips S, which count
+    # max(S, 0) rescues and max(-S, 0) harms (as `rank` counts them)
+    tasks = ex.groupby(["benchmark", "task_id", "skill"]).agg(n=("flip", "size"), s=("flip", "sum"))
+    tasks["b"], tasks["c"] = tasks["s"].clip(lower=0), (-tasks["s"]).clip(lower=0)
+    counts = tasks.groupby("skill").agg(n_retrieved=("n", "sum"), b=("b", "sum"), c=("c", "sum"))
     n = (counts["b"] + counts["c"]).to_numpy()
     k = np.minimum(counts["b"], counts["c"]).to_numpy()
     p = np.where(n > 0, np.minimum(1.0, 2 * stats.binom.cdf(k, n, 0.5)), 1.0)
