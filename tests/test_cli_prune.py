@@ -316,3 +316,19 @@ def test_prune_of_one_model_of_runs_with_control_arms():
     doc = json.loads(res.stdout)
     assert doc["settings"]["models"] == ["smollm2-135m-instruct"]
     assert all(r["rule"] not in ("S100", "L000") for r in doc["recommendations"])
+
+
+def test_a_long_line_never_cuts_its_key_figure():
+    """A decision line too wide for 100 characters gives up the rule's words (its code stays), then
+    moves the figure below, whole: never "~476 mo…"."""
+    from skillaudit.report.prune_view import _fit
+
+    widths = [20, 24, 36]
+    fig = "13 tasks; ~476 more needed"
+    cells = ["skill-with-a-long-id", "model-alpha, model-beta", "S503 too few retrieving tasks", fig]
+    (line,) = _fit(cells, widths, 100, short_rule="S503")
+    assert line.endswith(fig) and " S503 " in line and len(line) <= 100
+    long_fig = "vs others -12.3 pp [-20.1, -4.5], q 0.012; ~1,234 mask re-runs; " + "x" * 40
+    lines = _fit([*cells[:3], long_fig], widths, 100, short_rule="S503")
+    assert len(lines) >= 2 and all(len(ln) <= 100 for ln in lines)
+    assert " ".join(" ".join(ln.split()) for ln in lines[1:]) == long_fig

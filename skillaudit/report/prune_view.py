@@ -90,10 +90,24 @@ def _models(rec: Any, n_models: int) -> str:
     return f"all {n_models} models" if len(rec.models) == n_models else ", ".join(rec.models)
 
 
-def _fit(cells: list[str], widths: list[int], width: int) -> str:
-    line = "  " + "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False)) + "  " + cells[-1]
-    line = line.rstrip()
-    return line if len(line) <= width else line[:width - 1] + "…"
+def _fit(cells: list[str], widths: list[int], width: int, short_rule: str | None = None) -> list[str]:
+    """One decision's line, at most `width` wide, its key figure (the last cell) never cut: the rule's
+    words give way to its code alone (`short_rule`) first, then the figure moves, wrapped whole, to
+    the lines below."""
+    def join(cs: list[str], ws: list[int] = widths) -> str:
+        return ("  " + "  ".join(c.ljust(w) for c, w in zip(cs[:-1], ws, strict=False)) + "  " + cs[-1]).rstrip()
+
+    line = join(cells)
+    if len(line) <= width:
+        return [line]
+    if short_rule is not None:
+        line = join([*cells[:-2], short_rule, cells[-1]], [*widths[:-1], len(short_rule)])
+        if len(line) <= width:
+            return [line]
+    head = join([*cells[:-1], ""])
+    if len(head) > width:
+        head = head[:width - 1] + "…"
+    return [head, *wrap(cells[-1], width, indent="      ")]
 
 
 def prune_lines(audit: Any, width: int = WIDTH) -> list[str]:
@@ -123,7 +137,8 @@ def prune_lines(audit: Any, width: int = WIDTH) -> list[str]:
             sid = sid if len(sid) <= id_w else sid[:id_w - 1] + "…"
             cells = [sid] + ([_models(r, n_models)] if n_models > 1 else [])
             widths = [id_w] + ([model_w] if n_models > 1 else [])
-            out.append(_fit([*cells, f"{r.rule} {r.summary}", clean(key_figure(r))], [*widths, 36], width))
+            out += _fit([*cells, f"{r.rule} {r.summary}", clean(key_figure(r))], [*widths, 36], width,
+                        short_rule=r.rule or "")
     for action in NAME_ACTIONS:
         if rows[action]:
             names = ", ".join(clean(r.skill_id) for r in rows[action])
