@@ -337,6 +337,7 @@ def attribute(
     arms: Any = None,
     cells: Sequence[tuple[int, Csr, np.ndarray]] = (),
     cell_results: list[Any] | None = None,
+    mc_stop: bool = True,
 ) -> AttributionResult:
     """Per-skill exposure counts, additive shares, exclusive counts and (optionally) regression.
 
@@ -380,7 +381,8 @@ def attribute(
     if regression:
         reg, co, lib_effect = _regression_step(
             runs, X, f, units, model or "*", benchmark or "*", alpha=alpha, n_boot=n_boot, seed=seed,
-            level=level, n_perm=n_perm, min_cond=min_cond, cells=cells, cell_results=cell_results)
+            level=level, n_perm=n_perm, min_cond=min_cond, cells=cells, cell_results=cell_results,
+            mc_stop=mc_stop)
         coef_q = bh_qvalues(np.where(reg.identifiable_, reg.coef_p_, np.nan))
     if co is None:
         co = X.gram()
@@ -427,6 +429,7 @@ def attribute(
         "ridge_alpha": alpha,
         "bootstrap": n_boot if regression else 0,
         "regression_interval": getattr(reg, "interval_method_", None),
+        "mc_stop": "on" if mc_stop else "off",
         "seed": seed,
         "level": level,
         "n_pairs": runs.n_pairs,
@@ -491,7 +494,7 @@ def _exposure_columns(X: Csr, w: np.ndarray, f: np.ndarray, n_skills: np.ndarray
 def _regression_step(runs: PairedRuns, X: Csr, f: np.ndarray, units: np.ndarray, model: str, benchmark: str, *,
                      alpha: float, n_boot: int, seed: int, level: float, n_perm: int, min_cond: int,
                      cells: Sequence[tuple[int, Csr, np.ndarray]], cell_results: list[Any] | None,
-                     ) -> tuple[SkillEffectRegression, Csr | None, Any]:
+                     mc_stop: bool = True) -> tuple[SkillEffectRegression, Csr | None, Any]:
     """The ridge regression on the retrieval-triggered pairs and the library-level effect it feeds:
     (fitted regression, X'X when the fit saw every retrieval else None, library effect). The
     regression's own relative effects (shrunk) are superseded by the stratified ones."""
@@ -506,7 +509,7 @@ def _regression_step(runs: PairedRuns, X: Csr, f: np.ndarray, units: np.ndarray,
     lib_effect, _shrunk_relative = library_effect(
         reg, x_call, f[rows], units[rows], strata, model=model, benchmark=benchmark, n_perm=n_perm,
         seed=seed, level=level, min_cond=min_cond, baseline=runs.y_neg[rows], subsets=subsets,
-        subset_results=cell_results)
+        subset_results=cell_results, mc_stop=mc_stop)
     return reg, co, lib_effect
 
 
@@ -630,7 +633,7 @@ def _cell_fit(runs: PairedRuns, n_boot: int, seed: int, alpha: float, level: flo
 def library_verdict(runs: PairedRuns, n_boot: int = 2000, seed: int = 0, alpha: float = 1.0,
                     level: float = 0.95, n_perm: int = N_PERMUTATIONS, min_cond: int = 10,
                     fitted: dict[str, Any] | None = None,
-                    heterogeneity: tuple[float, float, int] | None = None) -> LibraryEffect:
+                    heterogeneity: tuple[float, float, int] | None = None, mc_stop: bool = True) -> LibraryEffect:
     """The library-level effect of `runs` alone (the regression and the heterogeneity test, none of
     the per-skill tables). `fitted`: `_cell_fit`'s result, when already computed;
     `heterogeneity`: the test's result when it was computed with a larger population's
@@ -639,7 +642,7 @@ def library_verdict(runs: PairedRuns, n_boot: int = 2000, seed: int = 0, alpha: 
     return library_effect(c["reg"], c["X"], c["y"], c["units"], c["strata"], model=c["model"],
                           benchmark=c["benchmark"], n_perm=n_perm, seed=seed, level=level,
                           min_cond=min_cond, baseline=c["baseline"], relative=False,
-                          heterogeneity=heterogeneity)[0]
+                          heterogeneity=heterogeneity, mc_stop=mc_stop)[0]
 
 
 def attribute_models(
@@ -658,14 +661,18 @@ def attribute_models(
     min_cond: int = 10,
     arms: Any = None,
     jobs: int = 1,
+    mc_stop: bool = True,
 ) -> ModelAttributions:
     """`attribute` per model (a skill can help one model and hurt another), or pooled over the
     models with model as a stratum (tasks resampled and permuted within their model) when asked.
 
     `jobs` > 1 judges the models in that many forked worker processes (each seeded as in one
-    process: the result is the same for any `jobs`); 0 picks one per core for large inputs."""
+    process: the result is the same for any `jobs`); 0 picks one per core for large inputs.
+    `mc_stop` (default): permutation tests stop once their Monte Carlo interval is clear of the
+    level the verdict reads; False runs every permutation (`--mc-stop off`)."""
     kw = {"scheme": scheme, "regression": regression, "n_boot": n_boot, "seed": seed,
-          "alpha": alpha, "level": level, "mid_p": mid_p, "n_perm": n_perm, "min_cond": min_cond}
+          "alpha": alpha, "level": level, "mid_p": mid_p, "n_perm": n_perm, "min_cond": min_cond,
+          "mc_stop": mc_stop}
     present = [runs.models[i] for i in np.unique(runs.model)] if runs.n_pairs else []
     groups: list[str | None] = [None] if (pooled or len(present) <= 1) else list(present)
     work = (runs, library, arms, kw)
@@ -762,7 +769,7 @@ def _attribute_one(work: Any, m: str | None) -> tuple[AttributionResult, list[Li
     for bi, cell, fit in fits:
         effects.append(library_verdict(cell, n_boot=n_boot, seed=seed, alpha=alpha, level=level,
                                        n_perm=kw["n_perm"], min_cond=kw["min_cond"], fitted=fit,
-                                       heterogeneity=het_of.get(bi)))
+                                       heterogeneity=het_of.get(bi), mc_stop=kw["mc_stop"]))
     return res, effects
 
 

@@ -45,7 +45,12 @@ try:  # the permutation loop in C (setup.py builds it; optional): same numbers, 
     from skillaudit.analysis import _perm
 except ImportError:  # pragma: no cover - no C compiler at install time
     _perm = None  # type: ignore[assignment]
-from skillaudit.analysis.methods import HETEROGENEITY_WORDS, library_mean_words
+from skillaudit.analysis.methods import (
+    CHECKPOINTS,
+    DECISION_RISK,
+    HETEROGENEITY_WORDS,
+    library_mean_words,
+)
 from skillaudit.stats import (
     bh_qvalues,
     bootstrap_totals,
@@ -64,10 +69,6 @@ MIN_TESTED = 5
 #: permutations of the heterogeneity test; fewer for very many tasks (work ~ tasks x permutations)
 N_PERMUTATIONS = 2000
 _PERM_WORK = 20_000_000
-#: sequential stopping (`heterogeneity_tests(decide_at=...)`): where a test may stop, and the
-#: Monte Carlo risk of stopping on the wrong side of the level
-CHECKPOINTS = (200, 500, 1000)
-DECISION_RISK = 1e-3
 _CHUNK_CELLS = 4_000_000
 
 
@@ -115,7 +116,10 @@ class LibraryEffect:
             "heterogeneity_test": HETEROGENEITY_WORDS,
             "method": {"mean": library_mean_words(self.mean_method), "heterogeneity": HETEROGENEITY_WORDS},
             "flip_p": self.flip_p,
-            "n_permutations": self.n_permutations, "n_skills_tested": self.n_skills_tested,
+            "n_permutations": self.n_permutations,
+            # the Monte Carlo standard error of the permutation p: sqrt(p (1 - p) / B)
+            "heterogeneity_mc_error": _mc_error(self.heterogeneity_p, self.n_permutations),
+            "n_skills_tested": self.n_skills_tested,
             "n_tasks": self.n_tasks, "n_pairs": self.n_pairs,
             "skills_per_pair": self.skills_per_pair, "depth_slope": self.depth_slope,
             "depth_slope_ci": list(self.depth_slope_ci) if self.depth_slope_ci else None,
@@ -359,7 +363,8 @@ def permutation_variance(zt: Any, cell: np.ndarray, r: np.ndarray) -> np.ndarray
 
 def both_heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndarray, tested: np.ndarray,
                              subsets: Sequence[tuple[np.ndarray, Csr, np.ndarray]], n_perm: int, seed: int,
-                             baseline: np.ndarray | None, alpha: float) -> list[tuple[float, float, int] | None]:
+                             baseline: np.ndarray | None, alpha: float, sequential: bool = True,
+                             ) -> list[tuple[float, float, int] | None]:
     """"Do the skills differ" where two nulls compete, as an intersection-union test.
 
     Comparing like with like on the disabled outcome (`baseline`) is right when injecting any
@@ -370,13 +375,16 @@ def both_heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: n
     unbiased there and biased in the first case. Each test is exact under its own null; the skills
     differ only when both reject, and the p reported is the larger (each with its own
     permutations). Without a baseline the plain test is the test. The plain one runs only where
-    the first rejects (the larger p is above alpha otherwise)."""
+    the first rejects (the larger p is above alpha otherwise). `sequential`: each stops once its
+    Monte Carlo interval is clear of alpha (`heterogeneity_tests(decide_at=alpha)`); False runs
+    every permutation (`--mc-stop off`)."""
+    decide_at = alpha if sequential else None
     first = heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed, baseline=baseline,
-                                decide_at=alpha)
+                                decide_at=decide_at)
     if baseline is None or not any(r is not None and r[1] <= alpha for r in first):
         return first
     plain = heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed + 1, baseline=None,
-                                decide_at=alpha)
+                                decide_at=decide_at)
     out: list[tuple[float, float, int] | None] = []
     for a, b in zip(first, plain, strict=True):
         if a is None or b is None:  # a cell whose classes differ under Z: tested on its own, both ways
@@ -431,6 +439,13 @@ class _Scorer:
         if self._mapped is None:
             self._mapped = np.asarray(where, dtype=np.int32)[indices]
         return indptr, self._mapped, data, n_g, 0, out
+
+
+def _mc_error(p: float | None, draws: int) -> float | None:
+    """The Monte Carlo standard error of a p-value estimated from `draws` permutations."""
+    if p is None or draws <= 0:
+        return None
+    return round(math.sqrt(p * (1.0 - p) / draws), 6)
 
 
 def _decided(obs: np.ndarray, perm: np.ndarray, b: int, level: float) -> bool:
@@ -619,6 +634,7 @@ def library_effect(
     subsets: Sequence[tuple[np.ndarray, Csr, np.ndarray]] = (),
     subset_results: list[Any] | None = None,
     heterogeneity: tuple[float, float, int] | None = None,
+    mc_stop: bool = True,
 ) -> tuple[LibraryEffect, RelativeEffects]:
     """The library-level effect and each skill's relative effect from a fitted regression.
 
@@ -627,7 +643,8 @@ def library_effect(
     `baseline` each row's disabled outcome (the heterogeneity test compares like with like).
     `subsets` are tested from the same permutations (`heterogeneity_tests`), their results
     appended to `subset_results` (nothing when this test does not run); `heterogeneity` is such
-    a result computed elsewhere, used instead of running the test.
+    a result computed elsewhere, used instead of running the test. `mc_stop`: sequential Monte
+    Carlo stopping of the permutations (`both_heterogeneity_tests`); False runs them all.
     """
     p = X.shape[1]
     n_pairs = X.shape[0]
@@ -660,7 +677,7 @@ def library_effect(
             else:
                 Z = _merged_design(X, cg, g)
                 found = both_heterogeneity_tests(Z, y, units, strata, tested, subsets, n_perm, seed,
-                                                 baseline=baseline, alpha=alpha)
+                                                 baseline=baseline, alpha=alpha, sequential=mc_stop)
                 t_obs, het_p, n_done = found[0]  # type: ignore[misc]
                 if subset_results is not None:
                     subset_results.extend(found[1:])

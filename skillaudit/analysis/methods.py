@@ -112,3 +112,13 @@ def regression_words(settings: dict[str, Any]) -> str:
         words += f" (none below {MIN_INTERVAL_TASKS} retrieving tasks)"
     return words
 
+
+#: sequential stopping of the permutation tests (`library_effect.heterogeneity_tests(decide_at=...)`):
+#: where a test may stop, and the risk (two-sided, Clopper-Pearson) that it stops on the wrong side
+CHECKPOINTS = (200, 500, 1000)
+DECISION_RISK = 1e-3
+#: `--mc-stop`'s help, from the constants above
+MC_STOP_HELP = ("Sequential Monte Carlo: a permutation test (the skills-differ test) stops once the "
+                f"Clopper-Pearson interval of its p (risk {DECISION_RISK:g}) is clear of the level its verdict "
+                f"reads, checked at {', '.join(f'{c:,}' for c in CHECKPOINTS)} permutations; off runs every "
+                "permutation. --json gives each p's permutations and Monte Carlo error.")

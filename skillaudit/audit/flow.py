@@ -83,6 +83,8 @@ default the records' own) and `verify_boot` (default min(n_boot, 2000)) are the 
     strict: bool = False
     demo: bool = False
     skip: tuple[str, ...] = ()
+    #: sequential Monte Carlo: permutation tests stop once clear of the level the verdict reads
+    mc_stop: bool = True
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ def attribution_step(a: Audit, say: Progress) -> Audit:
                      "verdict and no skill is judged harmful; exposure counts alone are associations.")
     attr = attribute_models(a.runs, library=a.library, pooled=s.pool_models, scheme=s.attribution,
                             regression=s.regression, n_boot=s.regression_boot, seed=s.seed, mid_p=s.mid_p,
-                            min_cond=s.min_cond, arms=a.arms, jobs=s.jobs)
+                            min_cond=s.min_cond, arms=a.arms, jobs=s.jobs, mc_stop=s.mc_stop)
     if a.edited:
         from skillaudit.runs.provenance import mark_edited
 
@@ -390,6 +392,7 @@ def document_step(a: Audit, say: Progress) -> Audit:
         "near_duplicate_threshold": s.near_duplicate_threshold,
         "bootstrap": s.n_boot, "regression_bootstrap": s.regression_boot, "seed": s.seed,
         "min_cond": s.min_cond, "attribution": s.attribution, "strict": s.strict,
+        "mc_stop": "on" if s.mc_stop else "off",
         "verdict_alpha": VERDICT_ALPHA,
     }
     given = a.library if a.library_source == "given" else None

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from skillaudit.analysis.methods import MC_STOP_HELP
 from skillaudit.errors import SkillauditError
 from skillaudit.util.files import dumps_json
 
@@ -64,6 +65,10 @@ mid_p_option = click.option(
 attribution_option = click.option(
     "--attribution", type=click.Choice(["equal", "rank", "score"]), default="equal", show_default=True,
     help="How a pair's flip is shared among its retrieved skills: equally, by 1/rank, or by score.")
+
+
+mc_stop_option = click.option(
+    "--mc-stop", "mc_stop", type=click.Choice(["on", "off"]), default="on", show_default=True, help=MC_STOP_HELP)
 
 
 def min_cond_option(what: str = "A cell") -> Callable[[Callable[..., Any]], Callable[..., Any]]:

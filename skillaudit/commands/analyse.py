@@ -20,6 +20,7 @@ from skillaudit.commands._shared import (
     json_option,
     load_inputs_for_cli,
     load_library_for_cli,
+    mc_stop_option,
     mid_p_option,
     min_cond_option,
     pool_models_option,
@@ -272,13 +273,14 @@ def _attribution_flow(runs: tuple[str, ...], skills_path: str | None, strict: bo
               help="Show only the N most harmful skills in the table (0 = all; JSON has all).")
 @_bootstrap_option
 @seed_option()
+@mc_stop_option
 @jobs_option
 @strict_option
 @json_option
 @reports_errors
 def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model: str | None,
          benchmark: str | None, pool_models: bool, mid_p: bool, top: int, n_boot: int, seed: int,
-         jobs: int, strict: bool, as_json: bool) -> None:
+         mc_stop: str, jobs: int, strict: bool, as_json: bool) -> None:
     """Skills ranked by net rescues (b - c where they were retrieved), most harmful first, per model.
 
     Each model is judged on its own pairs (--pool-models pools them, model as a stratum). Shares
@@ -292,7 +294,7 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
 
     settings = Settings(attribution=attribution, model=model, benchmark=benchmark, pool_models=pool_models,
                         mid_p=mid_p, regression_boot=n_boot, seed=seed, jobs=jobs, judge_offered=False,
-                        skip=("metrics",))
+                        skip=("metrics",), mc_stop=mc_stop == "on")
     audit = _attribution_flow(runs, skills_path, strict, "cost", settings, jobs, cost=True)
     unlogged = bool(audit.runs.n_pairs) and bool(audit.runs.use_unlogged.all())
     if as_json:
@@ -358,14 +360,15 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
               help="Print one skill's recommendation with its evidence per model instead of the summary.")
 @_bootstrap_option
 @seed_option()
+@mc_stop_option
 @jobs_option
 @strict_option
 @json_option
 @reports_errors
 def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, model: str | None,
           benchmark: str | None, pool_models: bool, mid_p: bool, embedder: str, threshold: float | None,
-          apply_dir: str | None, explain: str | None, n_boot: int, seed: int, jobs: int, strict: bool,
-          as_json: bool) -> None:
+          apply_dir: str | None, explain: str | None, n_boot: int, seed: int, mc_stop: str, jobs: int,
+          strict: bool, as_json: bool) -> None:
     """What to do, for the library and for each skill, per model, and why: one line per decision
     (the rule that decided it and one figure); --explain SKILL gives one skill's evidence per model.
 
@@ -385,7 +388,7 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
         raise CommandError("--apply needs --skills: the library to copy")
     settings = Settings(attribution=attribution, model=model, benchmark=benchmark, pool_models=pool_models,
                         mid_p=mid_p, regression_boot=n_boot, seed=seed, jobs=jobs, embedder=embedder,
-                        near_duplicate_threshold=threshold, skip=("metrics", "cost"))
+                        near_duplicate_threshold=threshold, skip=("metrics", "cost"), mc_stop=mc_stop == "on")
     audit = _attribution_flow(runs, skills_path, strict, "recommendations", settings, jobs, offered_fallback=True)
     if audit.clusters is not None and audit.clusters.fallback_reason:
         warn(f"the MiniLM model could not be loaded: {audit.clusters.fallback_reason}")

@@ -19,6 +19,7 @@ from skillaudit.commands._shared import (
     json_option,
     load_inputs_for_cli,
     load_library_for_cli,
+    mc_stop_option,
     min_cond_option,
     prepare_for_cli,
     quiet_option,
@@ -65,6 +66,7 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
               help="Bootstrap resamples of the per-skill regression CIs (capped at --bootstrap); "
                    "lower it for libraries of thousands of skills; 0 = no regression.")
 @seed_option("Seed of every resampling step.")
+@mc_stop_option
 @jobs_option
 @strict_option
 @quiet_option
@@ -72,8 +74,8 @@ def _progress(quiet: bool) -> Callable[[str], None] | None:
 @reports_errors
 def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder: str,
           embed_model: str | None, cache_dir: str | None, threshold: float | None, attribution: str,
-          min_cond: int, n_boot: int, reg_boot: int, seed: int, jobs: int, strict: bool, quiet: bool,
-          as_json: bool) -> None:
+          min_cond: int, n_boot: int, reg_boot: int, seed: int, mc_stop: str, jobs: int, strict: bool,
+          quiet: bool, as_json: bool) -> None:
     """The whole audit in one report folder: report.html, report.md, audit.json, skills.csv, figures/.
 
     Runs metrics, per-skill attribution, clusters, near-duplicates, recommendations and the
@@ -106,7 +108,8 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     settings = Settings(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
                         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=min(n_boot, reg_boot),
                         regression=min(n_boot, reg_boot) > 0, seed=seed, min_cond=min_cond,
-                        attribution=attribution, strict=strict, demo=demo, jobs=jobs, skip=("cost",))
+                        attribution=attribution, strict=strict, demo=demo, jobs=jobs, skip=("cost",),
+                        mc_stop=mc_stop == "on")
     audit = run_audit(prepare_for_cli(loaded, settings), progress=say)
     result = audit.document
     used = result.inputs["settings"].get("embedder_used")
@@ -240,12 +243,13 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
               help="Do not fail on arm integrity: runs without skills that used skills or had skills present, runs without skills whose log could not be checked, runs with skills given none.")
 @bootstrap_option(METRICS_BOOT_HELP)
 @seed_option()
+@mc_stop_option
 @jobs_option
 @strict_option
 @json_option
 @reports_errors
 def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, fail_on: tuple[str, ...],
-          allow_leaks: bool, n_boot: int, seed: int, jobs: int, strict: bool, as_json: bool) -> None:
+          allow_leaks: bool, n_boot: int, seed: int, mc_stop: str, jobs: int, strict: bool, as_json: bool) -> None:
     """A CI gate for a skill library: exit 1 with one line per failing skill or verdict, else 0.
 
     harmful: a skill recommended prune (or rewrite because it is harmful); library: a model
@@ -262,7 +266,8 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     lib = load_library_for_cli(skills_path)
     inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, integrity=True)
     # the audit's flow to its recommendations, without embeddings (no merge checks)
-    settings = Settings(n_boot=n_boot, seed=seed, embedder="none", jobs=jobs, skip=("cost", "clusters"))
+    settings = Settings(n_boot=n_boot, seed=seed, embedder="none", jobs=jobs, skip=("cost", "clusters"),
+                        mc_stop=mc_stop == "on")
     audit = run_audit(prepare_for_cli(inputs, settings), until="recommendations")
     doc = check_document(audit.metrics, audit.attribution, audit.recommendations)
     failures = _check(doc, tuple(fail_on), base)
