@@ -13,7 +13,8 @@ explode / groupby), checks the counts are equal, and prints the time and memory 
 each retrieval pattern of --patterns (zipf: Zipf-like skill popularity, 1-2 calls of 1-3 skills;
 uniform: every skill retrieved about equally often, 1-3 per retrieving pair; bench/generate.py).
 `rank` is timed as a user runs it: its default options (regression intervals on) unless
---rank-bootstrap is given.
+--rank-bootstrap is given; at --pandas-at it is also timed with `--mc-stop off` (every permutation)
+and `--bootstrap 0` (the counts path).
 Figures, not assertions; results are also appended to bench/out/results.jsonl.
 """
 
@@ -206,6 +207,11 @@ def main() -> int:
                           f"{ref_name} (median walls{spread}), peak memory {res['peak_mb'] / pd_res['peak_mb']:.2f} "
                           f"of the {ref_name}'s", flush=True)
                     comparisons.append((pattern, res, pd_res, ratios, ours == theirs))
+            # what sequential stopping saves, and the counts path alone (issue 55), on the first pattern
+            for extra in (["--mc-stop", "off"], ["--bootstrap", "0"]):
+                if extra[0].lstrip("-") == "bootstrap" and args.rank_bootstrap is not None:
+                    continue
+                record(n, f"rank {' '.join(extra)}", repeated(args.repeat, [*rank_cmd, *extra], args.timeout))
         elif "rank" not in skip:
             record(n, rank_label, repeated(args.repeat,
                 rank_cmd, args.timeout, stdout=str(tmp / "rank.json")))
