@@ -439,3 +439,21 @@ def test_a_passed_over_folder_is_named_before_the_error_when_nothing_pairs(tmp_p
     assert "noskills/t1__gap" in note and note.endswith("the leak check was not possible for 1 without-skills "
                                                         "trial(s)")
     assert lines.index(note) < len(lines) - 1 and not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_graded_reward_is_kept_as_the_records_score(tmp_path):
+    """A verifier reward of partial credit is the record's `score` beside `correct` (reward >=
+    --threshold); a non-finite reward gives no score."""
+    _trial(tmp_path / "with" / "t1__a", verifier_result={"rewards": {"reward": 0.45}})
+    _trial(tmp_path / "without" / "t1__b", verifier_result={"rewards": {"reward": 0.1}})
+    _trial(tmp_path / "with" / "t2__c", task_name="t2", verifier_result={"rewards": {"reward": 1}})
+    _trial(tmp_path / "without" / "t2__d", task_name="t2", verifier_result={"rewards": {"reward": 0.0}})
+    records, report = import_harbor(enabled=[str(tmp_path / "with")], disabled=[str(tmp_path / "without")],
+                                    threshold=0.4)
+    got = {(r["task_id"], r["condition"]): (r["correct"], r.get("score")) for r in records}
+    assert got == {("t1", "enabled"): (True, 0.45), ("t1", "disabled"): (False, 0.1),
+                   ("t2", "enabled"): (True, 1.0), ("t2", "disabled"): (False, 0.0)}
+    from skillaudit.importers.harbor import _reward
+
+    assert _reward({"verifier_result": {"rewards": {"reward": float("inf")}}}) is None
+    assert _reward({"verifier_result": {"rewards": {"reward": True}}}) is None

@@ -214,3 +214,17 @@ def test_leaderboard_nested_trials_and_infrastructure_failures(tmp_path: Path) -
     errs = [u for u in report.unpaired if u.condition == "enabled"]
     assert len(errs) == 5 and all(u.reason.startswith("error record (infrastructure, not a failure)") for u in errs)
     assert any("5 error record(s)" in n for n in report.notes)
+
+
+def test_a_numeric_reward_is_kept_as_the_records_score(tmp_path: Path) -> None:
+    """A trial's numeric reward (partial credit 0.45) is the record's `score`; pass/fail keys give none."""
+    rows = [{"task": "t", "condition": "with-skills", "reward": 0.45},
+            {"task": "t", "condition": "without-skills", "verifier_result": {"rewards": {"reward": 0.2}}},
+            {"task": "u", "condition": "with-skills", "success": True},
+            {"task": "u", "condition": "without-skills", "success": False}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    records, _ = import_skillsbench([str(path)], threshold=0.4)
+    got = {(r["task_id"], r["condition"]): (r["correct"], r.get("score")) for r in records}
+    assert got == {("t", "enabled"): (True, 0.45), ("t", "disabled"): (False, 0.2),
+                   ("u", "enabled"): (True, None), ("u", "disabled"): (False, None)}

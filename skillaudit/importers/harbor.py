@@ -36,6 +36,7 @@ agent's trajectory under `agent/`. A *job* is a folder of trials with its own `r
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -388,6 +389,16 @@ def _exception(d: dict[str, Any]) -> str | None:
     return str(text).strip()[:100] or "an exception"
 
 
+def _reward(d: dict[str, Any]) -> float | None:
+    """The verifier's reward as a finite number (the record's graded `score`), else None."""
+    vr = d.get("verifier_result")
+    rewards = vr.get("rewards") if isinstance(vr, dict) else None
+    reward = rewards.get("reward") if isinstance(rewards, dict) else None
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        return None
+    return float(reward)
+
+
 def _outcome(d: dict[str, Any], threshold: float) -> tuple[bool | None, str | None]:
     """(correct, None) or (None, why it is an error record). A verifier reward scores the trial
     whatever the agent raised (Harbor runs the verifier after an agent timeout); an exception
@@ -512,6 +523,9 @@ def import_harbor(
             continue
         traj = trajectory_of(t.folder)
         rec: dict[str, Any] = {"correct": correct}
+        score = _reward(t.data)
+        if score is not None:  # the graded outcome (partial credit, a judge's score): `correct` is score >= threshold
+            rec["score"] = score
         meta: dict[str, Any] = {"source": t.path, "trial": tname, "side_from": f"{t.how} ({t.detail})"}
         exc = _exception(t.data)
         if exc is not None:

@@ -23,6 +23,7 @@ Example line: `{"task_id": "3d-scan-calc", "condition": "with-skills", "trial": 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -153,6 +154,9 @@ def import_skillsbench(
             pairer.skip(condition, key, where, str(exc))
             continue
         record: dict[str, Any] = {"correct": correct}
+        score = _reward(t)
+        if score is not None:  # graded outcome, e.g. partial credit 0.45 (correct: score >= threshold)
+            record["score"] = score
         if condition == ENABLED:
             if "retrievals" in t:
                 record["retrievals"] = parse_retrievals(t["retrievals"], where)
@@ -326,6 +330,17 @@ def _epoch(t: dict[str, Any], where: str, zero_based: bool) -> int | None:
                 raise ImportFormatError(f"{where}: \"{k}\" must be an integer >= 0")
             return v + 1 if zero_based else v
     return None
+
+
+def _reward(t: dict[str, Any]) -> float | None:
+    """The trial's numeric reward (`reward`, or the verifier's) as a finite number, else None: the
+    record's graded `score` (pass/fail keys give none)."""
+    vr = t.get("verifier_result")
+    raw = t["reward"] if "reward" in t else (
+        vr["rewards"].get("reward") if isinstance(vr, dict) and isinstance(vr.get("rewards"), dict) else None)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        return None
+    return float(raw)
 
 
 def _outcome(t: dict[str, Any], threshold: float) -> bool:
