@@ -448,8 +448,8 @@ def test_a_graded_reward_is_kept_as_the_records_score(tmp_path):
     _trial(tmp_path / "without" / "t1__b", verifier_result={"rewards": {"reward": 0.1}})
     _trial(tmp_path / "with" / "t2__c", task_name="t2", verifier_result={"rewards": {"reward": 1}})
     _trial(tmp_path / "without" / "t2__d", task_name="t2", verifier_result={"rewards": {"reward": 0.0}})
-    records, report = import_harbor(enabled=[str(tmp_path / "with")], disabled=[str(tmp_path / "without")],
-                                    threshold=0.4)
+    records, _ = import_harbor(enabled=[str(tmp_path / "with")], disabled=[str(tmp_path / "without")],
+                               threshold=0.4)
     got = {(r["task_id"], r["condition"]): (r["correct"], r.get("score")) for r in records}
     assert got == {("t1", "enabled"): (True, 0.45), ("t1", "disabled"): (False, 0.1),
                    ("t2", "enabled"): (True, 1.0), ("t2", "disabled"): (False, 0.0)}
@@ -457,3 +457,18 @@ def test_a_graded_reward_is_kept_as_the_records_score(tmp_path):
 
     assert _reward({"verifier_result": {"rewards": {"reward": float("inf")}}}) is None
     assert _reward({"verifier_result": {"rewards": {"reward": True}}}) is None
+
+
+def test_tokens_cost_and_agent_time_come_from_result_json(tmp_path):
+    """agent_result's token counts are meta.usage (cached apart), cost_usd when a number, and the
+    agent's own wall time (agent_execution) is meta.latency_s; nulls are left out, never 0."""
+    ex = {"started_at": "2026-01-27T04:44:14.825593Z", "finished_at": "2026-01-27T04:47:27.513391Z"}
+    _trial(tmp_path / "with" / "t1__a", agent_execution=ex, agent_result={
+        "n_input_tokens": 1000, "n_cache_tokens": 600, "n_output_tokens": 0, "cost_usd": 0.25})
+    _trial(tmp_path / "without" / "t1__b", agent_execution={"started_at": "x", "finished_at": "y"},
+           agent_result={"n_input_tokens": None, "n_cache_tokens": None, "n_output_tokens": None, "cost_usd": None})
+    records, _ = import_harbor(enabled=[str(tmp_path / "with")], disabled=[str(tmp_path / "without")])
+    meta = {r["condition"]: r["meta"] for r in records}
+    assert meta["enabled"]["usage"] == {"prompt_tokens": 1000, "completion_tokens": 0, "cached_tokens": 600}
+    assert meta["enabled"]["cost_usd"] == 0.25 and meta["enabled"]["latency_s"] == 192.688
+    assert not {"usage", "cost_usd", "latency_s"} & set(meta["disabled"])

@@ -48,6 +48,8 @@ class AuditResult:
     library: list[dict[str, Any]] = field(default_factory=list)
     # measured vs projected, where `pruned` re-runs exist (skillaudit.verify/v1)
     verify: dict[str, Any] | None = None
+    # paired token and time differences per model (skillaudit.efficiency/v1), where the runs log them
+    efficiency: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +57,7 @@ class AuditResult:
             "headline": self.headline,
             "library": list(self.library),
             "verify": self.verify,
+            "efficiency": self.efficiency,
             "metrics": self.metrics,
             "skills": self.skills,
             "clusters": self.clusters,
@@ -77,7 +80,7 @@ class AuditResult:
             clusters=doc["clusters"], recommendations=doc["recommendations"], graph=doc["graph"],
             inputs=doc["inputs"], figures=dict(doc.get("figures") or {}),
             notes=list(doc.get("notes") or []), library=list(doc.get("library") or []),
-            verify=doc.get("verify"),
+            verify=doc.get("verify"), efficiency=doc.get("efficiency"),
         )
 
 

@@ -40,8 +40,8 @@ from skillaudit.util.files import jsonable
 MAX_REGRESSION_BOOT = 2000
 
 #: the order of the flow; each step may read the results of the steps before it
-STEPS = ("metrics", "attribution", "cost", "clusters", "recommendations", "graph", "bundles", "verify",
-         "document")
+STEPS = ("metrics", "efficiency", "attribution", "cost", "clusters", "recommendations", "graph", "bundles",
+         "verify", "document")
 
 Progress = Callable[[str], None]
 
@@ -115,6 +115,7 @@ class Audit:
     edited: Mapping[str, bool] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     metrics: Any = None
+    efficiency: dict[str, Any] | None = None
     attribution: Any = None
     cost: Any = None
     clusters: Any = None
@@ -171,6 +172,14 @@ def metrics_step(a: Audit, say: Progress) -> Audit:
         f"{len(runs.benchmarks)} benchmark(s)): {interval_summary(s.n_boot)}")
     return a.with_("metrics", compute_metrics(runs, min_cond=s.min_cond, n_boot=s.n_boot, seed=s.seed,
                                               mid_p=s.mid_p, arms=a.arms))
+
+
+def efficiency_step(a: Audit, say: Progress) -> Audit:
+    """Paired token and time differences per model (`analysis.efficiency`), where the inputs kept
+    the cost fields (`load_inputs(cost=True)`); None otherwise."""
+    from skillaudit.analysis.efficiency import efficiency_doc
+
+    return a.with_("efficiency", efficiency_doc(a.inputs.cost_table))
 
 
 def attribution_step(a: Audit, say: Progress) -> Audit:
@@ -427,7 +436,7 @@ def document_step(a: Audit, say: Progress) -> Audit:
         headline={**headline(metrics_doc, prune_doc, library_doc, verify_doc, reach=reach_doc,
                              integrity=integrity_doc),
                   **({"bundles": a.bundles} if a.bundles else {})},
-        library=library_doc, metrics=metrics_doc, skills=skills_doc, clusters=clusters_doc,
+        library=library_doc, metrics=metrics_doc, efficiency=a.efficiency, skills=skills_doc, clusters=clusters_doc,
         recommendations=prune_doc, graph=graph_doc, inputs=described, notes=notes,
     )
     # one normalisation pass: what is in memory is exactly what audit.json will hold
@@ -447,8 +456,8 @@ def _attribution(a: Audit) -> Any:
 
 
 _STEP: dict[str, Callable[[Audit, Progress], Audit]] = {
-    "metrics": metrics_step, "attribution": attribution_step, "cost": cost_step, "clusters": clusters_step,
-    "recommendations": recommendations_step, "graph": graph_step, "bundles": bundles_step,
+    "metrics": metrics_step, "efficiency": efficiency_step, "attribution": attribution_step, "cost": cost_step,
+    "clusters": clusters_step, "recommendations": recommendations_step, "graph": graph_step, "bundles": bundles_step,
     "verify": verify_step, "document": document_step,
 }
 assert tuple(_STEP) == STEPS
@@ -502,8 +511,7 @@ def build_audit(
             say(f"reading the skill library {skills_path}")
             library = load_library(skills_path)
         say(f"reading {len(run_paths)} run log(s)")
-        inputs = load_inputs(run_paths, library=library, strict=strict, cost=library is not None, digests=True,
-                             integrity=True)
+        inputs = load_inputs(run_paths, library=library, strict=strict, cost=True, digests=True, integrity=True)
     reg_boot = min(n_boot, regression_boot)
     settings = Settings(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
                         near_duplicate_threshold=near_duplicate_threshold, n_boot=n_boot, regression_boot=reg_boot,

@@ -57,9 +57,9 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
     lib = load_library_for_cli(skills_path)
     settings = Settings(min_cond=min_cond, n_boot=n_boot, seed=seed, mid_p=mid_p, judge_offered=False)
 
-    def flow(files: tuple[str, ...]) -> Any:  # the audit flow stopped at its metrics
-        inputs = load_inputs_for_cli(files, strict, lib, jobs)
-        return run_audit(prepare_for_cli(inputs, settings), until="metrics")
+    def flow(files: tuple[str, ...]) -> Any:  # the audit flow stopped after its metrics and efficiency
+        inputs = load_inputs_for_cli(files, strict, lib, jobs, cost=True)
+        return run_audit(prepare_for_cli(inputs, settings), until="efficiency")
 
     from skillaudit.report.render import arms_table, metrics_table  # rich: only for the table
 
@@ -70,7 +70,8 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
         for k, files in sorted(top_k_of_files(runs).items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
             audit = flow(tuple(files))
             if as_json:
-                docs.append({"top_k": k, "inputs": files, **audit.metrics.to_dict()})
+                docs.append({"top_k": k, "inputs": files, **audit.metrics.to_dict(),
+                             **({"efficiency": audit.efficiency} if audit.efficiency else {})})
                 continue
             click.echo(f"top_k = {k if k is not None else 'not logged'} ({', '.join(files)})")
             metrics_table(audit)
@@ -80,6 +81,8 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
     audit = flow(runs)
     if as_json:
         doc = audit.metrics.to_dict()
+        if audit.efficiency:
+            doc["efficiency"] = audit.efficiency
         doc["inputs"] = list(runs)
         emit_json(doc)
     else:
@@ -294,7 +297,7 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
 
     settings = Settings(attribution=attribution, model=model, benchmark=benchmark, pool_models=pool_models,
                         mid_p=mid_p, regression_boot=n_boot, seed=seed, jobs=jobs, judge_offered=False,
-                        skip=("metrics",), mc_stop=mc_stop == "on")
+                        skip=("metrics", "efficiency"), mc_stop=mc_stop == "on")
     audit = _attribution_flow(runs, skills_path, strict, "cost", settings, jobs, cost=True)
     unlogged = bool(audit.runs.n_pairs) and bool(audit.runs.use_unlogged.all())
     if as_json:
@@ -331,7 +334,8 @@ def cost_cmd(runs: tuple[str, ...], skills_path: str, model: str | None, benchma
 
     lib = load_library_for_cli(skills_path)
     inputs = load_inputs_for_cli(runs, False, lib, adherence=False, arms=False, provenance=False, cost=True)
-    settings = Settings(model=model, benchmark=benchmark, judge_offered=False, skip=("metrics", "attribution"))
+    settings = Settings(model=model, benchmark=benchmark, judge_offered=False,
+                        skip=("metrics", "efficiency", "attribution"))
     audit = run_audit(prepare(inputs, settings), until="cost")
     if as_json:
         emit_json({**audit.cost.to_dict(), "inputs": list(runs)})
@@ -388,7 +392,8 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
         raise CommandError("--apply needs --skills: the library to copy")
     settings = Settings(attribution=attribution, model=model, benchmark=benchmark, pool_models=pool_models,
                         mid_p=mid_p, regression_boot=n_boot, seed=seed, jobs=jobs, embedder=embedder,
-                        near_duplicate_threshold=threshold, skip=("metrics", "cost"), mc_stop=mc_stop == "on")
+                        near_duplicate_threshold=threshold, skip=("metrics", "efficiency", "cost"),
+                        mc_stop=mc_stop == "on")
     audit = _attribution_flow(runs, skills_path, strict, "recommendations", settings, jobs, offered_fallback=True)
     if audit.clusters is not None and audit.clusters.fallback_reason:
         warn(f"the MiniLM model could not be loaded: {audit.clusters.fallback_reason}")

@@ -104,7 +104,7 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
     if say and demo:
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
-    loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=lib is not None, digests=True, integrity=True)
+    loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=True, digests=True, integrity=True)
     settings = Settings(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
                         near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=min(n_boot, reg_boot),
                         regression=min(n_boot, reg_boot) > 0, seed=seed, min_cond=min_cond,
@@ -266,7 +266,8 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     lib = load_library_for_cli(skills_path)
     inputs = load_inputs_for_cli(runs, strict, lib, jobs, adherence=False, integrity=True)
     # the audit's flow to its recommendations, without embeddings (no merge checks)
-    settings = Settings(n_boot=n_boot, seed=seed, embedder="none", jobs=jobs, skip=("cost", "clusters"),
+    settings = Settings(n_boot=n_boot, seed=seed, embedder="none", jobs=jobs,
+                        skip=("efficiency", "cost", "clusters"),
                         mc_stop=mc_stop == "on")
     audit = run_audit(prepare_for_cli(inputs, settings), until="recommendations")
     doc = check_document(audit.metrics, audit.attribution, audit.recommendations)

@@ -399,6 +399,48 @@ def _reward(d: dict[str, Any]) -> float | None:
     return float(reward)
 
 
+def _seconds(start: Any, end: Any) -> float | None:
+    """end - start of two ISO 8601 timestamps in seconds (None unless both parse and end >= start)."""
+    import datetime as dt
+
+    try:
+        a = dt.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        b = dt.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if (a.tzinfo is None) != (b.tzinfo is None):
+        return None
+    secs = (b - a).total_seconds()
+    return round(secs, 3) if secs >= 0 else None
+
+
+def _efficiency_meta(d: dict[str, Any]) -> dict[str, Any]:
+    """What a trial's result.json says it cost, as record `meta`: `usage` (prompt tokens =
+    `n_input_tokens`, of which `cached_tokens` = `n_cache_tokens`; completion tokens =
+    `n_output_tokens`), `cost_usd`, and `latency_s`, the agent's own wall time (agent_execution
+    started to finished). Fields the trial leaves null are left out (not logged, never 0)."""
+    out: dict[str, Any] = {}
+    ar = d.get("agent_result") if isinstance(d.get("agent_result"), dict) else {}
+
+    def count(key: str) -> int | None:
+        v = ar.get(key)
+        return v if type(v) is int and v >= 0 else None
+
+    usage = {name: v for name, key in (("prompt_tokens", "n_input_tokens"), ("completion_tokens", "n_output_tokens"),
+                                       ("cached_tokens", "n_cache_tokens")) if (v := count(key)) is not None}
+    if "prompt_tokens" in usage:
+        out["usage"] = usage
+    cost = ar.get("cost_usd")
+    if not isinstance(cost, bool) and isinstance(cost, (int, float)) and math.isfinite(cost) and cost >= 0:
+        out["cost_usd"] = float(cost)
+    ex = d.get("agent_execution")
+    if isinstance(ex, dict):
+        secs = _seconds(ex.get("started_at"), ex.get("finished_at"))
+        if secs is not None:
+            out["latency_s"] = secs
+    return out
+
+
 def _outcome(d: dict[str, Any], threshold: float) -> tuple[bool | None, str | None]:
     """(correct, None) or (None, why it is an error record). A verifier reward scores the trial
     whatever the agent raised (Harbor runs the verifier after an agent timeout); an exception
@@ -526,7 +568,8 @@ def import_harbor(
         score = _reward(t.data)
         if score is not None:  # the graded outcome (partial credit, a judge's score): `correct` is score >= threshold
             rec["score"] = score
-        meta: dict[str, Any] = {"source": t.path, "trial": tname, "side_from": f"{t.how} ({t.detail})"}
+        meta: dict[str, Any] = {"source": t.path, "trial": tname, "side_from": f"{t.how} ({t.detail})",
+                                **_efficiency_meta(t.data)}
         exc = _exception(t.data)
         if exc is not None:
             meta["exception"] = exc

@@ -183,6 +183,7 @@ class CostTable:
             rec_of[slot[at]] = at
         self.frozen = {
             "models": r["models"], "benchmarks": r["benchmarks"], "m": r["m"][first], "b": r["b"][first],
+            "t": r["t"][first],
             "en_rec": en_rec, "dis_rec": dis_rec, "correct": joined("ok", bool), "has_u": joined("hu", bool),
             "tok": joined("tok", np.int64, (2,)), "lat": joined("lat", np.float64), "n_rec": self.n,
             "shown_rec": joined("srec", np.int64), "shown_skill": joined("sskill", np.int64),

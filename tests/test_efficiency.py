@@ -1,0 +1,95 @@
+"""Efficiency effects (issue 56 step 3a): paired token and time differences per model, the task as
+the unit, in `metrics --json` and audit.json; a measure logged as 0 everywhere or never is "not
+logged", never a zero effect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+from skillaudit.stats.signed_rank import hodges_lehmann, ratio_estimate
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "minimax-claude-code"
+
+
+def _records(rng, n_tasks=30, epochs=2):
+    out, truth = [], {}
+    for t in range(n_tasks):
+        base = float(rng.integers(1_000, 50_000))
+        for e in range(1, epochs + 1):
+            for cond, factor in (("enabled", 1.5), ("disabled", 1.0)):
+                prompt = int(base * factor * rng.uniform(0.9, 1.1))
+                lat = round(10.0 * factor * rng.uniform(0.8, 1.2), 3)
+                out.append({"task_id": f"t{t}", "epoch": e, "condition": cond, "correct": bool(rng.random() < 0.5),
+                            "model": "m", "meta": {"usage": {"prompt_tokens": prompt, "completion_tokens": 0},
+                                                   "latency_s": lat}})
+                truth.setdefault((t, cond), []).append((prompt, lat))
+    return out, truth
+
+
+def test_per_task_means_then_the_signed_rank_shift_and_ratio(tmp_path):
+    rng = np.random.default_rng(0)
+    recs, truth = _records(rng)
+    log = tmp_path / "runs.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(log), "--bootstrap", "0", "--json"]).stdout)
+    (model,) = doc["efficiency"]["models"]
+    got = {m["measure"]: m for m in model["measures"]}
+    for k, name in ((0, "prompt_tokens"), (1, "latency_s")):
+        on = np.array([np.mean([v[k] for v in truth[(t, "enabled")]]) for t in range(30)])
+        off = np.array([np.mean([v[k] for v in truth[(t, "disabled")]]) for t in range(30)])
+        shift, ratio = hodges_lehmann(on - off), ratio_estimate(on, off)
+        m = got[name]
+        assert m["logged"] and m["n_tasks"] == 30 and m["n_pairs"] == 60
+        assert m["difference"] == pytest.approx(shift.estimate) and m["p"] == pytest.approx(shift.p)
+        assert m["difference_ci"] == pytest.approx(list(shift.ci))
+        assert m["ratio"] == pytest.approx(ratio.estimate) and 1.3 < m["ratio_ci"][0] <= 1.5 <= m["ratio_ci"][1]
+    # reported as 0 in every trial: not logged, not a zero effect
+    assert got["completion_tokens"]["logged"] is False and got["completion_tokens"]["difference"] is None
+    assert "signed-rank" in doc["efficiency"]["method"]["test"]
+
+
+def test_no_cost_fields_no_efficiency_figures(tmp_path):
+    log = tmp_path / "runs.jsonl"
+    log.write_text("".join(json.dumps({"task_id": f"t{i}", "condition": c, "correct": True}) + "\n"
+                           for i in range(5) for c in ("enabled", "disabled")))
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(log), "--bootstrap", "0", "--json"]).stdout)
+    assert all(not m["logged"] for mod in doc["efficiency"]["models"] for m in mod["measures"])
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="../shared/data/real is absent")
+def test_real_minimax_jobs_show_token_and_time_differences(tmp_path):
+    """The MiniMax / Claude Code Harbor jobs carry input tokens and agent time, and log 0 output tokens
+    in every trial: the first two are paired effects, the third is not logged."""
+    out = tmp_path / "mm.jsonl"
+    res = CliRunner().invoke(cli, ["import", "harbor", str(REAL), "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(out), "--bootstrap", "0", "--json"]).stdout)
+    (model,) = doc["efficiency"]["models"]
+    got = {m["measure"]: m for m in model["measures"]}
+    assert got["prompt_tokens"]["logged"] and got["prompt_tokens"]["n_tasks"] >= 8
+    assert got["latency_s"]["logged"] and got["latency_s"]["n_pairs"] == 17
+    assert got["completion_tokens"]["logged"] is False
+    for name in ("prompt_tokens", "latency_s"):
+        m = got[name]
+        lo, hi = m["difference_ci"]
+        assert lo <= m["difference"] <= hi and (lo > 0 or hi < 0) == (m["p"] <= 0.05)
+
+
+def test_audit_json_carries_the_efficiency_section(tmp_path):
+    rng = np.random.default_rng(1)
+    recs, _ = _records(rng, n_tasks=12, epochs=1)
+    log = tmp_path / "runs.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "report"
+    res = CliRunner().invoke(cli, ["audit", str(log), "--out", str(out), "--bootstrap", "100", "-q"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "audit.json").read_text())
+    assert doc["efficiency"]["schema"] == "skillaudit.efficiency/v1"
+    assert {m["measure"] for m in doc["efficiency"]["models"][0]["measures"]} == {
+        "prompt_tokens", "completion_tokens", "latency_s"}
