@@ -75,3 +75,8 @@ def test_ratio_of_a_positive_measure():
     assert r.ci is not None and r.ci[0] <= 1.6 <= r.ci[1] and r.ci[0] > 1.3 and r.p < 1e-6
     # tasks with a zero (not logged) on either side are left out
     assert ratio_estimate(np.r_[on, 0.0], np.r_[off, 5.0]).n == 80
+
+
+def test_equal_differences_have_no_zero_width_interval():
+    r = hodges_lehmann(np.full(30, 0.4))
+    assert r.estimate == pytest.approx(0.4) and r.ci is None and r.p < 1e-6

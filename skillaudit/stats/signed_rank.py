@@ -166,6 +166,8 @@ def hodges_lehmann(d: np.ndarray, level: float = 0.95) -> ShiftEstimate:
                 i, j = np.triu_indices(n)
                 walsh = np.unique((d[i] + d[j]) / 2.0)
                 ci = (float(walsh[np.abs(walsh - ci[0]).argmin()]), float(walsh[np.abs(walsh - ci[1]).argmin()]))
+            if ci[1] - ci[0] <= 1e-12 * max(1.0, abs(ci[0])):  # every difference equal: no interval, not a zero-width one
+                ci = None
     return ShiftEstimate(est, ci, at0.p, n, at0.test)
 
 
