@@ -93,3 +93,19 @@ def test_audit_json_carries_the_efficiency_section(tmp_path):
     assert doc["efficiency"]["schema"] == "skillaudit.efficiency/v1"
     assert {m["measure"] for m in doc["efficiency"]["models"][0]["measures"]} == {
         "prompt_tokens", "completion_tokens", "latency_s"}
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="../shared/data/real is absent")
+def test_the_report_and_metrics_show_the_efficiency_table_with_its_method(tmp_path):
+    out = tmp_path / "mm.jsonl"
+    CliRunner().invoke(cli, ["import", "harbor", str(REAL), "--output", str(out)])
+    rep = tmp_path / "report"
+    res = CliRunner().invoke(cli, ["audit", str(out), "--out", str(rep), "--bootstrap", "100", "-q"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((rep / "audit.json").read_text())
+    md = (rep / "report.md").read_text()
+    assert "## Efficiency: tokens and time with vs without skills" in md
+    assert doc["efficiency"]["method"]["test"] in md  # the words the estimator carries
+    assert "| wall time |" in md and "completion tokens" in md.split("## Efficiency")[1].split("##")[0]
+    text = CliRunner().invoke(cli, ["metrics", str(out), "--bootstrap", "100"], terminal_width=200).output
+    assert "Efficiency, with minus without skills:" in text and "wall time" in text

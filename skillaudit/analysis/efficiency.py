@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from skillaudit.stats.signed_rank import hodges_lehmann, ratio_estimate
+from skillaudit.stats.signed_rank import EXACT_MAX, FLIP_MAX, hodges_lehmann, ratio_estimate
 
 SCHEMA = "skillaudit.efficiency/v1"
 #: measure -> (its words, its unit)
@@ -32,8 +32,8 @@ METHOD = {"unit": "the task (its epochs' differences averaged)",
           "ratio": "Hodges-Lehmann shift of the per-task log ratios (enabled / disabled), exponentiated, with "
                    "its interval",
           "test": "Wilcoxon signed-rank test of the per-task differences (zeros dropped): exact without ties "
-                  "(up to 400 tasks), every sign flip with ties (up to 13), else the tie-corrected normal "
-                  "approximation"}
+                  f"(up to {EXACT_MAX} tasks), every sign flip with ties (up to {FLIP_MAX}), else the tie-corrected "
+                  "normal approximation"}
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,11 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
         inputs = load_inputs_for_cli(files, strict, lib, jobs, cost=True)
         return run_audit(prepare_for_cli(inputs, settings), until="efficiency")
 
-    from skillaudit.report.render import arms_table, metrics_table  # rich: only for the table
+    from skillaudit.report.render import (  # rich: only for the table
+        arms_table,
+        efficiency_lines,
+        metrics_table,
+    )
 
     if by_top_k:
         from skillaudit.analysis.metrics import top_k_of_files
@@ -89,6 +93,8 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
         metrics_table(audit)
         if audit.arms is not None:
             arms_table(audit)
+        for line in efficiency_lines(audit):
+            echo(line)
 
 
 # ---------------------------------------------------------------- clusters / graph

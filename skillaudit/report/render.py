@@ -441,3 +441,55 @@ def arm_method(arms: list[dict[str, Any]]) -> dict[str, str]:
     intervals = sorted({(a.get("method") or {}).get("interval") or "" for a in arms} - {""})
     ps = sorted({(a.get("method") or {}).get("p") or "" for a in arms} - {""})
     return {"interval": "; or ".join(intervals) or f"interval {NOT_RECORDED}", "p": "; or ".join(ps) or NOT_RECORDED}
+
+
+def qty(x: float | None, unit: str = "", signed_: bool = False) -> str:
+    """A measure's value in its unit: tokens as whole numbers, seconds to 0.1, '–' for none."""
+    if x is None:
+        return "–"
+    if unit == "tokens":
+        return f"{x:+,.0f}" if signed_ else f"{x:,.0f}"
+    return f"{x:+,.1f} {unit}".strip() if signed_ else f"{x:,.1f} {unit}".strip()
+
+
+def efficiency_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The efficiency section's rows (logged measures), what was not logged, and its method words."""
+    eff = doc.get("efficiency") or {}
+    rows, unlogged = [], []
+    for m in eff.get("models") or []:
+        missing = [x["words"] for x in m["measures"] if not x["logged"]]
+        if missing:
+            unlogged.append(f"{m['model']}: {', '.join(missing)}")
+        for x in m["measures"]:
+            if x["logged"]:
+                ci, rci = x.get("difference_ci"), x.get("ratio_ci")
+                rows.append({
+                    "model": m["model"], "words": x["words"],
+                    "tasks": f"{x['n_tasks']:,}" + (f" ({x['n_pairs']:,})" if x["n_pairs"] != x["n_tasks"] else ""),
+                    "with": qty(x["mean_enabled"], x["unit"]), "without": qty(x["mean_disabled"], x["unit"]),
+                    "difference": qty(x["difference"], x["unit"], True),
+                    "difference_ci": f"[{qty(ci[0], x['unit'], True)}, {qty(ci[1], x['unit'], True)}]" if ci else "",
+                    "ratio": f"{x['ratio']:.2f}×" if x.get("ratio") is not None else "–",
+                    "ratio_ci": f"[{rci[0]:.2f}, {rci[1]:.2f}]" if rci else "", "p": x["p"]})
+    method = eff.get("method") or {}
+    sentence = (f"Per model; unit: {method.get('unit')}; difference: {method.get('difference')}; "
+                f"ratio: {method.get('ratio')}; p: {method.get('test')}.") if method else ""
+    return {"rows": rows, "unlogged": unlogged, "method": sentence, "present": bool(eff.get("models"))}
+
+
+def efficiency_lines(audit: Any) -> list[str]:
+    """`metrics`' efficiency lines: each logged measure's paired difference and ratio per model,
+    from the audit's efficiency step (its own method words); [] without it."""
+    view = efficiency_view({"efficiency": audit.efficiency} if audit.efficiency else {})
+    if not view["rows"] and not view["unlogged"]:
+        return []
+    from skillaudit.util.term import wrap
+
+    out = ["", "Efficiency, with minus without skills:"]
+    for r in view["rows"]:
+        out.append(f"  {r['model']}: {r['words']} {r['difference']} {r['difference_ci']}, ratio {r['ratio']} "
+                   f"{r['ratio_ci']}, p {pval(r['p'])}; {r['tasks']} tasks (pairs), {r['with']} with vs "
+                   f"{r['without']} without")
+    if view["unlogged"]:
+        out.append("  not logged (absent, or 0 in every trial): " + "; ".join(view["unlogged"]))
+    return [*out, *wrap(view["method"], 100, indent="")]
