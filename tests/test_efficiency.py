@@ -75,6 +75,10 @@ def test_real_minimax_jobs_show_token_and_time_differences(tmp_path):
     assert got["prompt_tokens"]["logged"] and got["prompt_tokens"]["n_tasks"] >= 8
     assert got["latency_s"]["logged"] and got["latency_s"]["n_pairs"] == 17
     assert got["completion_tokens"]["logged"] is False
+    # the with-skills job ran 9 of its trials at timeout multiplier 4, the without-skills one all at 2
+    assert got["latency_s"]["timeouts"].startswith("the conditions ran under different time limits: with skills "
+                                                   "timeout x4 (9), timeout x2 (8); without timeout x2 (17)")
+    assert got["prompt_tokens"]["timeouts"] is None
     for name in ("prompt_tokens", "latency_s"):
         m = got[name]
         lo, hi = m["difference_ci"]

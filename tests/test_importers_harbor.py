@@ -471,4 +471,9 @@ def test_tokens_cost_and_agent_time_come_from_result_json(tmp_path):
     meta = {r["condition"]: r["meta"] for r in records}
     assert meta["enabled"]["usage"] == {"prompt_tokens": 1000, "completion_tokens": 0, "cached_tokens": 600}
     assert meta["enabled"]["cost_usd"] == 0.25 and meta["enabled"]["latency_s"] == 192.688
-    assert not {"usage", "cost_usd", "latency_s"} & set(meta["disabled"])
+    assert not {"usage", "cost_usd", "latency_s", "timeout"} & set(meta["disabled"])
+    from skillaudit.importers.harbor import _timeout_label
+
+    assert _timeout_label({"config": {"timeout_multiplier": 4.0, "agent": {"override_timeout_sec": 900}}}) == \
+        "timeout x4, agent timeout 900 s"
+    assert _timeout_label({"config": {"timeout_multiplier": None, "agent": {}}}) is None

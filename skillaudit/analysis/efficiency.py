@@ -14,7 +14,7 @@ A measure no pair logged on both sides, or that a producer reports as 0 in every
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,8 @@ class MeasureEffect:
     ratio_ci: tuple[float, float] | None
     p: float | None
     test: str | None
+    #: time only: the conditions ran under different time limits (`meta.timeout`), said beside the effect
+    timeouts: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         words, unit = MEASURES[self.measure]
@@ -61,7 +63,7 @@ class MeasureEffect:
                 "difference": self.difference,
                 "difference_ci": list(self.difference_ci) if self.difference_ci else None,
                 "ratio": self.ratio, "ratio_ci": list(self.ratio_ci) if self.ratio_ci else None,
-                "p": self.p, "test": self.test}
+                "p": self.p, "test": self.test, "timeouts": self.timeouts}
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,23 @@ def _effect(measure: str, task: np.ndarray, on: np.ndarray, off: np.ndarray, lev
                          ratio.ci if ratio.n else None, shift.p, shift.test)
 
 
+def _timeouts(labels: list[Any], on: np.ndarray, off: np.ndarray) -> str | None:
+    """A sentence when the enabled and disabled records ran under different time limits, else None."""
+    def counts(ids: np.ndarray) -> dict[str, int]:
+        u, k = np.unique(ids, return_counts=True)
+        return {str(labels[i]) if labels[i] is not None else "not logged": int(c) for i, c in zip(u.tolist(), k.tolist(), strict=True)}
+
+    a, b = counts(on), counts(off)
+    if set(a) == set(b):
+        return None
+
+    def words(c: dict[str, int]) -> str:
+        return ", ".join(f"{k} ({v})" for k, v in sorted(c.items(), key=lambda kv: -kv[1]))
+
+    return (f"the conditions ran under different time limits: with skills {words(a)}; without {words(b)} "
+            "(trials): a time difference mixes the skills' effect with the limits'")
+
+
 def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
     """Per model (as logged), each measure's paired effect, from the cost columns the inputs kept
     (`skillaudit.runs.costs.CostTable`, `load_inputs(cost=True)`)."""
@@ -112,10 +131,14 @@ def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
     }
     out = []
     models = f["m"][pairs]
+    tmo = f["timeout"]
     for mi in np.unique(models).tolist():
         sel = models == mi
-        out.append(ModelEfficiency(str(f["models"][mi]), tuple(
-            _effect(name, key[sel], on[sel], off[sel], level) for name, (on, off) in values.items())))
+        effects = [_effect(name, key[sel], on[sel], off[sel], level) for name, (on, off) in values.items()]
+        limits = _timeouts(f["timeouts"], tmo[en[sel]], tmo[dis[sel]])
+        effects = [replace(e, timeouts=limits) if e.measure == "latency_s" and e.logged and limits else e
+                   for e in effects]
+        out.append(ModelEfficiency(str(f["models"][mi]), tuple(effects)))
     return out
 
 

@@ -438,7 +438,27 @@ def _efficiency_meta(d: dict[str, Any]) -> dict[str, Any]:
         secs = _seconds(ex.get("started_at"), ex.get("finished_at"))
         if secs is not None:
             out["latency_s"] = secs
+    label = _timeout_label(d)
+    if label is not None:
+        out["timeout"] = label
     return out
+
+
+def _timeout_label(d: dict[str, Any]) -> str | None:
+    """What limited the agent's time, from the trial's config (`timeout_multiplier`, the agent's
+    `override_timeout_sec` / `max_timeout_sec`), as one label: time effects of conditions run
+    under different labels are said to be so (`analysis.efficiency`). None when none is set."""
+    cfg = d.get("config") if isinstance(d.get("config"), dict) else {}
+    agent = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
+    parts = []
+    mult = cfg.get("timeout_multiplier")
+    if not isinstance(mult, bool) and isinstance(mult, (int, float)):
+        parts.append(f"timeout x{float(mult):g}")
+    for key, words in (("override_timeout_sec", "agent timeout"), ("max_timeout_sec", "agent max timeout")):
+        v = agent.get(key)
+        if not isinstance(v, bool) and isinstance(v, (int, float)):
+            parts.append(f"{words} {float(v):g} s")
+    return ", ".join(parts) or None
 
 
 def _outcome(d: dict[str, Any], threshold: float) -> tuple[bool | None, str | None]:

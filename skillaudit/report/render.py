@@ -470,7 +470,8 @@ def efficiency_view(doc: dict[str, Any]) -> dict[str, Any]:
                     "difference": qty(x["difference"], x["unit"], True),
                     "difference_ci": f"[{qty(ci[0], x['unit'], True)}, {qty(ci[1], x['unit'], True)}]" if ci else "",
                     "ratio": f"{x['ratio']:.2f}×" if x.get("ratio") is not None else "–",
-                    "ratio_ci": f"[{rci[0]:.2f}, {rci[1]:.2f}]" if rci else "", "p": x["p"]})
+                    "ratio_ci": f"[{rci[0]:.2f}, {rci[1]:.2f}]" if rci else "", "p": x["p"],
+                    "timeouts": x.get("timeouts")})
     method = eff.get("method") or {}
     sentence = (f"Per model; unit: {method.get('unit')}; difference: {method.get('difference')}; "
                 f"ratio: {method.get('ratio')}; p: {method.get('test')}.") if method else ""
@@ -490,6 +491,8 @@ def efficiency_lines(audit: Any) -> list[str]:
         out.append(f"  {r['model']}: {r['words']} {r['difference']} {r['difference_ci']}, ratio {r['ratio']} "
                    f"{r['ratio_ci']}, p {pval(r['p'])}; {r['tasks']} tasks (pairs), {r['with']} with vs "
                    f"{r['without']} without")
+        if r["timeouts"]:
+            out += wrap(f"⚠ {r['timeouts']}", 100, indent="    ")
     if view["unlogged"]:
         out.append("  not logged (absent, or 0 in every trial): " + "; ".join(view["unlogged"]))
     return [*out, *wrap(view["method"], 100, indent="")]

@@ -54,10 +54,10 @@ _GET = {f: attrgetter(f) for f in (*_FIELDS, "meta")}
 
 
 class _Meta:
-    __slots__ = ("latency_s", "usage")
+    __slots__ = ("latency_s", "timeout", "usage")
 
     def __init__(self, meta: dict[str, Any]) -> None:
-        self.usage, self.latency_s = meta.get("usage"), meta.get("latency_s")
+        self.usage, self.latency_s, self.timeout = meta.get("usage"), meta.get("latency_s"), meta.get("timeout")
 
 
 class _Rec:
@@ -90,8 +90,9 @@ class CostTable:
     def __init__(self) -> None:
         self.ids = {f: _Ids() for f in ("model", "benchmark", "task_id")}  # raw values -> ids
         self.skills = _Ids()
+        self.timeouts = _Ids()  # `meta.timeout` labels (what limited the run's time), None first-seen too
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("m", "b", "t", "e", "cond", "ok", "hu", "tok",
-                                                                  "lat", "srec", "sskill")}
+                                                                  "lat", "tmo", "srec", "sskill")}
         self.n = 0
         self._pending: list[_Rec] = []
 
@@ -122,6 +123,9 @@ class CostTable:
         c["hu"].append(np.fromiter((u is not None for u in usage), bool, n))
         c["tok"].append(np.array([u or (0, 0) for u in usage], dtype=np.int64).reshape(n, 2))
         c["lat"].append(np.fromiter(map(_latency_of, metas), np.float64, n))
+        tmo = self.timeouts
+        c["tmo"].append(np.fromiter((tmo[m.timeout if m is not None and isinstance(m.timeout, str) else None]
+                                     for m in metas), np.int64, n))
         skills = self.skills
         rec, col = [], []
         for k, r in enumerate(main):
@@ -151,12 +155,15 @@ class CostTable:
         remap = {f: np.array([self.ids[f][v] for v in other.ids[f]], dtype=np.int64)
                  for f in ("model", "benchmark", "task_id")}
         skill_map = np.array([self.skills[s] for s in other.skills], dtype=np.int64)
+        tmo_map = np.array([self.timeouts[x] for x in other.timeouts], dtype=np.int64)
         for k, chunks in other.cols.items():
             f = {"m": "model", "b": "benchmark", "t": "task_id"}.get(k)
             if f is not None:
                 chunks = [remap[f][x] for x in chunks]
             elif k == "sskill":
                 chunks = [skill_map[x] for x in chunks]
+            elif k == "tmo":
+                chunks = [tmo_map[x] for x in chunks]
             elif k == "srec":
                 chunks = [x + self.n for x in chunks]
             self.cols[k] += chunks
@@ -186,6 +193,7 @@ class CostTable:
             "t": r["t"][first],
             "en_rec": en_rec, "dis_rec": dis_rec, "correct": joined("ok", bool), "has_u": joined("hu", bool),
             "tok": joined("tok", np.int64, (2,)), "lat": joined("lat", np.float64), "n_rec": self.n,
+            "timeout": joined("tmo", np.int64), "timeouts": list(self.timeouts),
             "shown_rec": joined("srec", np.int64), "shown_skill": joined("sskill", np.int64),
             "skills": list(self.skills),
         }

@@ -217,6 +217,7 @@ if msgspec is not None:
     class _Meta(msgspec.Struct, gc=False):
         usage: Any = None
         latency_s: Any = None
+        timeout: Any = None
 
     class _CostRec(msgspec.Struct, gc=False):  # the fields the cost figures read, as they are logged
         model: Any = None
