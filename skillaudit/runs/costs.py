@@ -5,7 +5,8 @@ from (`table_report`).
 
 from __future__ import annotations
 
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,9 @@ def _usage_of(u: Any) -> tuple[int, int] | None:
     if not isinstance(u, dict) or not isinstance(u.get("prompt_tokens"), int):
         return None
     return int(u["prompt_tokens"]), int(u.get("completion_tokens") or 0)
+
+
+_NO_USAGE = (0, 0)
 
 
 def _latency_of(meta: Any) -> float:
@@ -120,8 +124,8 @@ class CostTable:
         c["ok"].append(np.fromiter(map(bool, map(_GET["correct"], main)), bool, n))
         metas = list(map(_GET["meta"], main))
         usage = [None if m is None or m.usage is None else _usage_of(m.usage) for m in metas]
-        c["hu"].append(np.fromiter((u is not None for u in usage), bool, n))
-        c["tok"].append(np.array([u or (0, 0) for u in usage], dtype=np.int64).reshape(n, 2))
+        c["hu"].append(np.fromiter(map(is_not, usage, repeat(None)), bool, n))
+        c["tok"].append(np.fromiter(chain.from_iterable(u or _NO_USAGE for u in usage), np.int64, 2 * n).reshape(n, 2))
         c["lat"].append(np.fromiter(map(_latency_of, metas), np.float64, n))
         tmo = self.timeouts
         c["tmo"].append(np.fromiter((tmo[m.timeout if m is not None and isinstance(m.timeout, str) else None]
