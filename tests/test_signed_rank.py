@@ -80,3 +80,17 @@ def test_ratio_of_a_positive_measure():
 def test_equal_differences_have_no_zero_width_interval():
     r = hodges_lehmann(np.full(30, 0.4))
     assert r.estimate == pytest.approx(0.4) and r.ci is None and r.p < 1e-6
+
+
+def test_the_exact_interval_equals_inverting_the_test_by_bisection():
+    """Distinct differences: the closed form [W_(c+1), W_(M-c)] equals the shifts found by bisecting
+    on the test (the general path), and the test at each edge just inside does not reject."""
+    import skillaudit.stats.signed_rank as sr
+
+    rng = np.random.default_rng(9)
+    for _ in range(30):
+        d = rng.normal(rng.normal(), 1.0, int(rng.integers(6, 70)))
+        fast = sr.hodges_lehmann(d)
+        slow_ci = sr.hodges_lehmann(d, closed_form=False).ci
+        assert fast.ci is not None and slow_ci is not None
+        assert fast.ci == pytest.approx(slow_ci, abs=1e-9)

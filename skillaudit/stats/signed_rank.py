@@ -132,9 +132,31 @@ def _walsh_median(d: np.ndarray) -> float:
     return (lo + hi) / 2.0
 
 
-def hodges_lehmann(d: np.ndarray, level: float = 0.95) -> ShiftEstimate:
+def _exact_interval(d: np.ndarray, alpha: float) -> tuple[float, float] | None:
+    """The exact signed-rank interval of distinct differences: [W_(c+1), W_(M-c)] of the sorted Walsh
+    averages, c the largest rank sum with P(T+ <= c) <= alpha / 2 (the shifts the exact test does
+    not reject: T+(theta) counts the Walsh averages above theta). None when no shift is rejected."""
+    n = d.size
+    counts = _exact_counts(n)
+    cdf = np.cumsum(counts) / counts.sum()
+    below = np.flatnonzero(cdf <= alpha / 2.0 + 1e-12)
+    if below.size == 0:
+        return None
+    c = int(below[-1])
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2.0)
+    m = walsh.size
+    lo, hi = float(walsh[c]), float(walsh[m - c - 1])
+    if hi - lo <= 1e-12 * max(1.0, abs(lo)):
+        return None
+    return lo, hi
+
+
+def hodges_lehmann(d: np.ndarray, level: float = 0.95, closed_form: bool = True) -> ShiftEstimate:
     """The Hodges-Lehmann shift of the paired differences `d` with the interval that inverts the
-    signed-rank test (`signed_rank_test(d - theta)`), and that test's p at 0."""
+    signed-rank test (`signed_rank_test(d - theta)`), and that test's p at 0. Distinct differences
+    (n <= EXACT_MAX) take the closed form of that interval (`closed_form=False`: bisection, as
+    with ties)."""
     d = np.asarray(d, dtype=np.float64)
     d = d[np.isfinite(d)]
     n = int(d.size)
@@ -143,6 +165,8 @@ def hodges_lehmann(d: np.ndarray, level: float = 0.95) -> ShiftEstimate:
         return ShiftEstimate(None, None, 1.0, 0, at0.test)
     est = _walsh_median(d)
     alpha = 1.0 - level
+    if closed_form and n <= EXACT_MAX and np.unique(d).size == n:  # distinct values: the exact test at every shift
+        return ShiftEstimate(est, _exact_interval(d, alpha), at0.p, n, at0.test)
     span = float(d.max() - d.min()) or max(abs(float(d.max())), 1.0)
 
     def rejects(theta: float) -> bool:
