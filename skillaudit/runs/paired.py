@@ -46,6 +46,9 @@ class PairedRuns:
     # bool per pair: False where the enabled record says which skills were offered but not which
     # were used (`"use_logged": false`); None when every pair logged its use (the usual case)
     use_logged: np.ndarray | None = None
+    # int8 per pair: the enabled record's judged `preference` against the disabled answer (1 win,
+    # 0 tie, -1 loss, -2 not judged: `runs.records.PREFERENCES`); None when no pair was judged
+    preference: np.ndarray | None = None
 
     @property
     def use_unlogged(self) -> np.ndarray:
@@ -105,6 +108,7 @@ class PairedRuns:
             n_error_pairs=self.n_error_pairs, sources=self.sources, n_arm_records=self.n_arm_records,
             skill_hashes=self.skill_hashes,
             use_logged=None if self.use_logged is None else self.use_logged[idx],
+            preference=None if self.preference is None else self.preference[idx],
         )
 
     def select(self, model: str | None = None, benchmark: str | None = None) -> PairedRuns:

@@ -25,6 +25,10 @@ CONDITION_ALIASES = {
     "disabled": DISABLED, "off": DISABLED, "skills_off": DISABLED,
 }
 ADHERENCE_UNKNOWN = -1
+#: a pair-level judged outcome on the enabled record: its answer against the disabled one's
+#: (`preference`), as the reader's int8 codes; PREFERENCE_NONE: not judged
+PREFERENCES = {"win": 1, "tie": 0, "loss": -1}
+PREFERENCE_NONE = -2
 _MIN_CODE_LINE = 16  # shorter lines ("return x", "else:") are too common to prove adherence
 
 
@@ -169,6 +173,7 @@ class _Checked:
         "got",
         "inv",
         "model",
+        "preference",
         "task_id",
         "use_logged",
     )
@@ -231,6 +236,13 @@ def _check_line(line: bytes, where: str) -> _Checked:
         if ul is not None and not isinstance(ul, bool):
             raise ValueError(f"'use_logged' must be true or false, got {_describe(ul)}")
         out.use_logged = ul  # `offered` is informational (the report's task bundles read the task)
+        pref = rec.get("preference")
+        if pref is not None:
+            if pref not in PREFERENCES:
+                raise ValueError(f"'preference' must be win, tie or loss, got {_describe(pref)}")
+            if cond != ENABLED:
+                raise ValueError("'preference' belongs on the enabled record (its answer against the disabled one)")
+        out.preference = pref
     except ValueError as exc:
         raise RunLogError(f"{where}: {exc}") from None
     out.task_id, out.condition, out.correct, out.epoch = tid, cond_raw, correct, epoch
