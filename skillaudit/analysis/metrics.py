@@ -13,6 +13,7 @@ import numpy as np
 
 from skillaudit.analysis.methods import metrics_method
 from skillaudit.runs import PairedRuns
+from skillaudit.runs.records import PREFERENCE_NONE
 from skillaudit.stats import (
     design_effect,
     mcnemar_exact,
@@ -134,6 +135,9 @@ class GroupMetrics:
     # pairs whose enabled run says which skills were offered but not which were used
     # ("use_logged": false): retrieval-conditioned figures (RAE, S_call) cannot be computed there
     n_use_unlogged: int = 0
+    # the judged pairwise outcome (`preference` on the enabled records; `preference_figures`), None
+    # when no pair of the group was judged
+    preference: dict[str, Any] | None = None
 
     @property
     def selection_warning(self) -> str | None:
@@ -294,6 +298,7 @@ def group_metrics(
                       "aa_pairs": aa_n, "injection_text": injection_verdict(effects),
                       "aa_between_flip_rate": effects["replicate"].flip_between if "replicate" in effects else None}
     both = _both_ways(runs, units, skipped, arms)
+    arm_fields["preference"] = preference_figures(runs.preference, units, level, mid_p)
     return GroupMetrics(
         model=model,
         benchmark=benchmark,
@@ -394,6 +399,32 @@ def _task_wilson(units: np.ndarray, y: np.ndarray, level: float) -> tuple[float,
         return (float("nan"), float("nan"))
     deff = design_effect(units, y)
     return wilson_interval(float(y.sum()) / deff, y.size / deff, level)
+
+
+def preference_figures(pref: np.ndarray | None, units: np.ndarray, level: float = 0.95,
+                       mid_p: bool = False) -> dict[str, Any] | None:
+    """Wins, ties and losses of the judged pairs (`PairedRuns.preference`: 1, 0, -1; -2 not judged)
+    with the effect (wins - losses) / judged pairs, the Tango score interval and the score test it
+    inverts (cluster-adjusted over tasks with epochs, `stats.paired_score`), and the exact task-level
+    test (`stats.paired_test`: the sign test of wins against losses with one pair per task, which is
+    scipy's binomtest; the sign-flip test of each task's summed preferences with epochs). Ties are
+    not flips. None when no pair was judged."""
+    if pref is None:
+        return None
+    judged = pref != PREFERENCE_NONE
+    if not judged.any():
+        return None
+    from skillaudit.stats import paired_score, paired_test
+
+    v, u = pref[judged].astype(np.int64), units[judged]
+    sc = paired_score(u, v, level)
+    ci = None if sc.ci is None or not np.isfinite(sc.ci).all() else [float(sc.ci[0]), float(sc.ci[1])]
+    return {"wins": int((v > 0).sum()), "ties": int((v == 0).sum()), "losses": int((v < 0).sum()),
+            "n_pairs": int(v.size), "n_tasks": int(np.unique(u).size), "effect": sc.estimate, "ci": ci,
+            "p": sc.p, "test": sc.test, "p_exact": paired_test(u, v, mid_p=mid_p),
+            "test_exact": ("mid-p " if mid_p else "") + ("exact sign test of wins against losses"
+                                                           if np.unique(u).size == v.size else
+                                                           "exact sign-flip test of each task's summed preferences")}
 
 
 def compute_metrics(
