@@ -70,3 +70,24 @@ def test_size_and_coverage_by_simulation(epochs):
     size, cover = rejected / (sims / 2), covered / (sims / 2)
     assert 0.03 <= size <= 0.06, size
     assert cover >= 0.93, cover
+
+
+def test_rank_json_rows_carry_each_skills_judged_outcome(tmp_path):
+    """Per skill, the judged pairs that retrieved it: wins, ties, losses and the same tests."""
+    rng = np.random.default_rng(4)
+    recs, truth = [], {"a": [], "b": []}
+    for i in range(80):
+        skill = "a" if i % 2 else "b"
+        p = str(rng.choice(["win", "tie", "loss"], p=[0.6, 0.1, 0.3] if skill == "a" else [0.3, 0.2, 0.5]))
+        truth[skill].append(p)
+        recs += [{"task_id": f"t{i}", "condition": "enabled", "correct": True, "retrieved": [skill],
+                  "preference": p}, {"task_id": f"t{i}", "condition": "disabled", "correct": True}]
+    log = tmp_path / "runs.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    doc = json.loads(CliRunner().invoke(cli, ["rank", str(log), "--bootstrap", "0", "--json"]).stdout)
+    rows = {r["skill_id"]: r for r in doc["skills"]}
+    for skill, prefs in truth.items():
+        got = rows[skill]["preference"]
+        w, lo = prefs.count("win"), prefs.count("loss")
+        assert (got["wins"], got["ties"], got["losses"]) == (w, prefs.count("tie"), lo)
+        assert got["p_exact"] == pytest.approx(stats.binomtest(w, w + lo, 0.5).pvalue, rel=1e-9)

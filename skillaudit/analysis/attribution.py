@@ -61,6 +61,22 @@ def _nums(x: np.ndarray) -> list[float | None]:
     return [v if ok else None for v, ok in zip(x.tolist(), np.isfinite(x).tolist(), strict=True)]
 
 
+def _skill_preferences(X: Csr, pref: np.ndarray, units: np.ndarray, level: float,
+                       mid_p: bool) -> list[dict[str, Any] | None]:
+    """Per skill (column of X), `metrics.preference_figures` of the judged pairs that retrieved it."""
+    from skillaudit.analysis.metrics import preference_figures
+    from skillaudit.runs.records import PREFERENCE_NONE
+
+    row_of = X.row_index()
+    judged = pref[row_of] != PREFERENCE_NONE
+    rows, cols = row_of[judged], X.indices[judged]
+    order = np.argsort(cols, kind="stable")
+    rows, cols = rows[order], cols[order]
+    bounds = np.searchsorted(cols, np.arange(X.shape[1] + 1))
+    return [preference_figures(pref[rows[a:b]], units[rows[a:b]], level, mid_p) if b > a else None
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+
+
 def _dataclass_rows(cls: type, columns: dict[str, list[Any]]) -> list[Any]:
     """`cls(**row)` for each row of `columns` (one value list per field)."""
     names = tuple(columns)
@@ -117,6 +133,9 @@ class SkillAttribution:
     causal_n_withheld: int = 0
     # the library's text differs from the one the runs saw (provenance.py); None = not known
     edited: bool | None = None
+    # the judged outcome on the pairs that retrieved the skill (`metrics.preference_figures`);
+    # None when none of them was judged
+    preference: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,7 +159,7 @@ class SkillAttribution:
             "causal_q": self.causal_q, "causal_relative": self.causal_relative,
             "causal_relative_ci": list(self.causal_relative_ci) if self.causal_relative_ci else None,
             "causal_n_withheld": self.causal_n_withheld,
-            "edited": self.edited,
+            "edited": self.edited, "preference": self.preference,
         }
 
 
@@ -418,6 +437,8 @@ def attribute(
         got_columns, causal, lib_effect = _causal_step(runs, arms, ids, lib_effect, n_boot=n_boot, seed=seed,
                                                        level=level, alpha=alpha)
         columns |= got_columns
+    if runs.preference is not None:  # judged outcomes: each skill's retrieving pairs, the task as the unit
+        columns["preference"] = _skill_preferences(X, runs.preference, units, level, mid_p)
     rows_out = _dataclass_rows(SkillAttribution, columns)
     rows_out.sort(key=lambda r: (r.net, r.share, r.skill_id))
     n_units = int(np.unique(units).size)
