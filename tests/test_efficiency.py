@@ -113,3 +113,26 @@ def test_the_report_and_metrics_show_the_efficiency_table_with_its_method(tmp_pa
     assert "| wall time |" in md and "completion tokens" in md.split("## Efficiency")[1].split("##")[0]
     text = CliRunner().invoke(cli, ["metrics", str(out), "--bootstrap", "100"], terminal_width=200).output
     assert "Efficiency, with minus without skills:" in text and "wall time" in text
+
+
+def test_a_graded_score_gets_its_paired_difference_where_records_carry_one(tmp_path):
+    """`score` (e.g. a verifier reward with partial credit) on both records of a pair: the per-task
+    difference with the signed-rank test and Hodges-Lehmann interval, no ratio; absent: no row."""
+    rng = np.random.default_rng(8)
+    recs, diffs = [], []
+    for t in range(40):
+        off = float(rng.uniform(0, 0.8))
+        on = float(min(1.0, off + rng.normal(0.1, 0.05)))
+        diffs.append(on - off)
+        recs += [{"task_id": f"t{t}", "condition": "enabled", "correct": on >= 0.5, "score": on},
+                 {"task_id": f"t{t}", "condition": "disabled", "correct": off >= 0.5, "score": off}]
+    log = tmp_path / "runs.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(log), "--bootstrap", "0", "--json"]).stdout)
+    got = {m["measure"]: m for m in doc["efficiency"]["models"][0]["measures"]}
+    want = hodges_lehmann(np.array(diffs))
+    assert got["score"]["difference"] == pytest.approx(want.estimate) and got["score"]["p"] == pytest.approx(want.p)
+    assert got["score"]["ratio"] is None and got["score"]["n_tasks"] == 40
+    log.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "score"}) + "\n" for r in recs))
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(log), "--bootstrap", "0", "--json"]).stdout)
+    assert "score" not in {m["measure"] for m in doc["efficiency"]["models"][0]["measures"]}

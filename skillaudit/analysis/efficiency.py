@@ -23,7 +23,8 @@ from skillaudit.stats.signed_rank import EXACT_MAX, FLIP_MAX, hodges_lehmann, ra
 
 SCHEMA = "skillaudit.efficiency/v1"
 #: measure -> (its words, its unit)
-MEASURES = {"prompt_tokens": ("prompt tokens (cached included)", "tokens"),
+MEASURES = {"score": ("graded score (the record's `score`, e.g. a verifier reward)", "points"),
+            "prompt_tokens": ("prompt tokens (cached included)", "tokens"),
             "completion_tokens": ("completion tokens", "tokens"),
             "latency_s": ("wall time", "s")}
 METHOD = {"unit": "the task (its epochs' differences averaged)",
@@ -90,10 +91,10 @@ def _effect(measure: str, task: np.ndarray, on: np.ndarray, off: np.ndarray, lev
     k = np.bincount(unit).astype(np.float64)
     mean_on, mean_off = np.bincount(unit, weights=a) / k, np.bincount(unit, weights=b) / k
     shift = hodges_lehmann(mean_on - mean_off, level)
-    ratio = ratio_estimate(mean_on, mean_off, level)
+    ratio = ratio_estimate(mean_on, mean_off, level) if measure != "score" else None  # a score is not a cost
     return MeasureEffect(measure, True, int(k.size), int(both.sum()), float(mean_on.mean()), float(mean_off.mean()),
-                         shift.estimate, shift.ci, ratio.estimate if ratio.n else None,
-                         ratio.ci if ratio.n else None, shift.p, shift.test)
+                         shift.estimate, shift.ci, ratio.estimate if ratio is not None and ratio.n else None,
+                         ratio.ci if ratio is not None and ratio.n else None, shift.p, shift.test)
 
 
 def _timeouts(labels: list[Any], on: np.ndarray, off: np.ndarray) -> str | None:
@@ -124,7 +125,9 @@ def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
     en, dis = en_rec[pairs], dis_rec[pairs]
     key = f["b"][pairs].astype(np.int64) * (int(f["t"].max()) + 1 if f["t"].size else 1) + f["t"][pairs]
     has_u, tok, lat = f["has_u"], f["tok"].astype(np.float64), f["lat"]
+    score = f["score"]
     values = {
+        "score": (score[en], score[dis]),
         "prompt_tokens": (np.where(has_u[en], tok[en, 0], np.nan), np.where(has_u[dis], tok[dis, 0], np.nan)),
         "completion_tokens": (np.where(has_u[en], tok[en, 1], np.nan), np.where(has_u[dis], tok[dis, 1], np.nan)),
         "latency_s": (lat[en], lat[dis]),
@@ -137,7 +140,7 @@ def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
         effects = [_effect(name, key[sel], on[sel], off[sel], level) for name, (on, off) in values.items()]
         limits = _timeouts(f["timeouts"], tmo[en[sel]], tmo[dis[sel]])
         effects = [replace(e, timeouts=limits) if e.measure == "latency_s" and e.logged and limits else e
-                   for e in effects]
+                   for e in effects if e.measure != "score" or e.logged]  # a score only where graded
         out.append(ModelEfficiency(str(f["models"][mi]), tuple(effects)))
     return out
 

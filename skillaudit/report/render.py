@@ -449,6 +449,8 @@ def qty(x: float | None, unit: str = "", signed_: bool = False) -> str:
         return "–"
     if unit == "tokens":
         return f"{x:+,.0f}" if signed_ else f"{x:,.0f}"
+    if unit == "points":
+        return f"{x:+.3f}" if signed_ else f"{x:.3f}"
     return f"{x:+,.1f} {unit}".strip() if signed_ else f"{x:,.1f} {unit}".strip()
 
 

@@ -5,6 +5,7 @@ from (`table_report`).
 
 from __future__ import annotations
 
+import math
 from itertools import chain, repeat
 from operator import attrgetter, is_not
 from typing import Any
@@ -32,6 +33,11 @@ def _usage_of(u: Any) -> tuple[int, int] | None:
 
 
 _NO_USAGE = (0, 0)
+
+
+def _number(v: Any) -> float:
+    """A finite logged number as a float, else nan (not logged)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else np.nan
 
 
 def _latency_of(meta: Any) -> float:
@@ -67,12 +73,13 @@ class _Meta:
 class _Rec:
     """A record read as a dict, shaped like skillaudit.runs.inputs' typed records."""
 
-    __slots__ = (*_FIELDS, "arm", "error", "meta", "shown")
+    __slots__ = (*_FIELDS, "arm", "error", "meta", "score", "shown")
 
     def __init__(self, rec: dict[str, Any]) -> None:
         self.arm, self.error = rec.get("arm"), rec.get("error")
         self.model, self.benchmark, self.task_id = rec.get("model"), rec.get("benchmark"), rec.get("task_id")
         self.epoch, self.condition, self.correct = rec.get("epoch", 1), rec.get("condition"), rec.get("correct")
+        self.score = rec.get("score")
         meta = rec.get("meta") or {}
         self.meta = _Meta(meta if isinstance(meta, dict) else {})
         self.shown = _shown(rec) if str(self.condition) == "enabled" else None
@@ -96,7 +103,7 @@ class CostTable:
         self.skills = _Ids()
         self.timeouts = _Ids()  # `meta.timeout` labels (what limited the run's time), None first-seen too
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("m", "b", "t", "e", "cond", "ok", "hu", "tok",
-                                                                  "lat", "tmo", "srec", "sskill")}
+                                                                  "lat", "tmo", "score", "srec", "sskill")}
         self.n = 0
         self._pending: list[_Rec] = []
 
@@ -127,6 +134,7 @@ class CostTable:
         c["hu"].append(np.fromiter(map(is_not, usage, repeat(None)), bool, n))
         c["tok"].append(np.fromiter(chain.from_iterable(u or _NO_USAGE for u in usage), np.int64, 2 * n).reshape(n, 2))
         c["lat"].append(np.fromiter(map(_latency_of, metas), np.float64, n))
+        c["score"].append(np.fromiter((_number(r.score) for r in main), np.float64, n))
         tmo = self.timeouts
         c["tmo"].append(np.fromiter((tmo[m.timeout if m is not None and isinstance(m.timeout, str) else None]
                                      for m in metas), np.int64, n))
@@ -198,6 +206,7 @@ class CostTable:
             "en_rec": en_rec, "dis_rec": dis_rec, "correct": joined("ok", bool), "has_u": joined("hu", bool),
             "tok": joined("tok", np.int64, (2,)), "lat": joined("lat", np.float64), "n_rec": self.n,
             "timeout": joined("tmo", np.int64), "timeouts": list(self.timeouts),
+            "score": joined("score", np.float64),
             "shown_rec": joined("srec", np.int64), "shown_skill": joined("sskill", np.int64),
             "skills": list(self.skills),
         }

@@ -226,6 +226,7 @@ if msgspec is not None:
         epoch: Any = 1
         condition: Any = None
         correct: Any = None
+        score: Any = None  # the graded outcome (a verifier reward), where there is one
         arm: Any = None
         error: Any = None
         retrievals: list[_Call] | None = None
