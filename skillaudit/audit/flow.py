@@ -86,6 +86,13 @@ default the records' own) and `verify_boot` (default min(n_boot, 2000)) are the 
     #: sequential Monte Carlo: permutation tests stop once clear of the level the verdict reads
     mc_stop: bool = True
 
+    @classmethod
+    def for_audit(cls, *, n_boot: int = 20_000, regression_boot: int = MAX_REGRESSION_BOOT, **rest: Any) -> Settings:
+        """The whole audit's settings: the regression's resamples capped at `n_boot` (none: no
+        regression), and no per-command cost table (the document has its own)."""
+        reg_boot = min(n_boot, regression_boot)
+        return cls(n_boot=n_boot, regression_boot=reg_boot, regression=reg_boot > 0, skip=("cost",), **rest)
+
 
 @dataclass(frozen=True)
 class Graph:
@@ -126,13 +133,9 @@ class Audit:
     document: AuditResult | None = None
     done: tuple[str, ...] = ()
 
-    def with_(self, step: str, value: Any = None, notes: Sequence[str] = (), **more: Any) -> Audit:
-        """This audit with `step`'s result (and `more` fields) set and `notes` added."""
-        return dataclasses.replace(self, **({step: value} if step in _FIELDS else {}), **more,
-                                   notes=(*self.notes, *notes), done=(*self.done, step))
-
-
-_FIELDS = {f.name for f in dataclasses.fields(Audit)}
+    def with_(self, step: str, value: Any = None, notes: Sequence[str] = ()) -> Audit:
+        """This audit with `step`'s result (the field of the step's name) set and `notes` added."""
+        return dataclasses.replace(self, **{step: value}, notes=(*self.notes, *notes), done=(*self.done, step))
 
 
 # ---------------------------------------------------------------- preparing: what the steps judge
@@ -222,7 +225,7 @@ def clusters_step(a: Audit, say: Progress) -> Audit:
     s = a.settings
     if a.library_source != "given" or not len(a.library) or s.embedder == "none":
         notes = (["No skill library was given (--skills): no clusters, near-duplicates or skill texts."]
-                 if a.library is None and "document" not in s.skip else [])
+                 if a.library is None else [])
         return a.with_("clusters", None, notes)
     from skillaudit.analysis.clusters import cluster_library
 
@@ -512,9 +515,8 @@ def build_audit(
             library = load_library(skills_path)
         say(f"reading {len(run_paths)} run log(s)")
         inputs = load_inputs(run_paths, library=library, strict=strict, cost=True, digests=True, integrity=True)
-    reg_boot = min(n_boot, regression_boot)
-    settings = Settings(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
-                        near_duplicate_threshold=near_duplicate_threshold, n_boot=n_boot, regression_boot=reg_boot,
-                        regression=reg_boot > 0, seed=seed, min_cond=min_cond, attribution=attribution,
-                        strict=strict, demo=demo, jobs=jobs, skip=("cost",))
+    settings = Settings.for_audit(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
+                                  near_duplicate_threshold=near_duplicate_threshold, n_boot=n_boot,
+                                  regression_boot=regression_boot, seed=seed, min_cond=min_cond,
+                                  attribution=attribution, strict=strict, demo=demo, jobs=jobs)
     return run_audit(prepare(inputs, settings), progress=progress)

@@ -105,11 +105,10 @@ def audit(runs: tuple[str, ...], skills_path: str | None, out_dir: str, embedder
         say(f"auditing the bundled demo: {len(runs)} run log(s) against {skills_path}")
     lib = load_library_for_cli(skills_path)
     loaded = load_inputs_for_cli(runs, strict, lib, jobs, cost=True, digests=True, integrity=True)
-    settings = Settings(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
-                        near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=min(n_boot, reg_boot),
-                        regression=min(n_boot, reg_boot) > 0, seed=seed, min_cond=min_cond,
-                        attribution=attribution, strict=strict, demo=demo, jobs=jobs, skip=("cost",),
-                        mc_stop=mc_stop == "on")
+    settings = Settings.for_audit(embedder=embedder, embed_model=embed_model, cache_dir=cache_dir,
+                                  near_duplicate_threshold=threshold, n_boot=n_boot, regression_boot=reg_boot,
+                                  seed=seed, min_cond=min_cond, attribution=attribution, strict=strict, demo=demo,
+                                  jobs=jobs, mc_stop=mc_stop == "on")
     audit = run_audit(prepare_for_cli(loaded, settings), progress=say)
     result = audit.document
     used = result.inputs["settings"].get("embedder_used")

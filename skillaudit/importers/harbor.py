@@ -389,11 +389,16 @@ def _exception(d: dict[str, Any]) -> str | None:
     return str(text).strip()[:100] or "an exception"
 
 
-def _reward(d: dict[str, Any]) -> float | None:
-    """The verifier's reward as a finite number (the record's graded `score`), else None."""
+def _raw_reward(d: dict[str, Any]) -> Any:
+    """`verifier_result.rewards.reward` as logged (None where any level is missing)."""
     vr = d.get("verifier_result")
     rewards = vr.get("rewards") if isinstance(vr, dict) else None
-    reward = rewards.get("reward") if isinstance(rewards, dict) else None
+    return rewards.get("reward") if isinstance(rewards, dict) else None
+
+
+def _reward(d: dict[str, Any]) -> float | None:
+    """The verifier's reward as a finite number (the record's graded `score`), else None."""
+    reward = _raw_reward(d)
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
         return None
     return float(reward)
@@ -466,13 +471,11 @@ def _outcome(d: dict[str, Any], threshold: float) -> tuple[bool | None, str | No
     whatever the agent raised (Harbor runs the verifier after an agent timeout); an exception
     without a reward is an error record, never a failure."""
     exc = _exception(d)
-    vr = d.get("verifier_result")
-    rewards = vr.get("rewards") if isinstance(vr, dict) else None
-    reward = rewards.get("reward") if isinstance(rewards, dict) else None
+    reward = _raw_reward(d)
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or reward != reward:
         if exc is not None:
             return None, f"the trial raised {exc} (exception_info) and has no verifier reward"
-        if not isinstance(vr, dict):
+        if not isinstance(d.get("verifier_result"), dict):
             return None, "no verifier result"
         return None, f"the reward is not a number ({str(reward)[:40]})"
     return float(reward) >= threshold, None

@@ -114,14 +114,19 @@ class ShiftEstimate:
     test: str
 
 
-def _walsh_median(d: np.ndarray) -> float:
-    if d.size <= WALSH_MAX:
-        i, j = np.triu_indices(d.size)
-        return float(np.median((d[i] + d[j]) / 2.0))
+def _walsh(d: np.ndarray) -> np.ndarray | None:
+    """The sorted Walsh averages (d_i + d_j) / 2, i <= j; None above WALSH_MAX differences."""
+    if d.size > WALSH_MAX:
+        return None
+    i, j = np.triu_indices(d.size)
+    return np.sort((d[i] + d[j]) / 2.0)
+
+
+def _shift_root(d: np.ndarray) -> float:
+    """The Hodges-Lehmann shift without the Walsh averages: the root of T+(d - theta) = n(n+1)/4."""
     lo, hi = float(d.min()), float(d.max())
-    n = d.size
-    half = n * (n + 1) / 4.0
-    for _ in range(80):  # the root of T+(d - theta) = n(n+1)/4 (its zero crossing)
+    half = d.size * (d.size + 1) / 4.0
+    for _ in range(80):
         mid = (lo + hi) / 2.0
         x = d - mid
         r, _ = _ranks(np.abs(x))
@@ -132,24 +137,23 @@ def _walsh_median(d: np.ndarray) -> float:
     return (lo + hi) / 2.0
 
 
-def _exact_interval(d: np.ndarray, alpha: float) -> tuple[float, float] | None:
-    """The exact signed-rank interval of distinct differences: [W_(c+1), W_(M-c)] of the sorted Walsh
-    averages, c the largest rank sum with P(T+ <= c) <= alpha / 2 (the shifts the exact test does
-    not reject: T+(theta) counts the Walsh averages above theta). None when no shift is rejected."""
-    n = d.size
+def _interval(lo: float, hi: float) -> tuple[float, float] | None:
+    """(lo, hi), or None when every difference was equal (no interval, not a zero-width one)."""
+    return None if hi - lo <= 1e-12 * max(1.0, abs(lo)) else (lo, hi)
+
+
+def _exact_interval(walsh: np.ndarray, n: int, alpha: float) -> tuple[float, float] | None:
+    """The exact signed-rank interval of n distinct differences: [W_(c+1), W_(M-c)] of their sorted
+    Walsh averages `walsh`, c the largest rank sum with P(T+ <= c) <= alpha / 2 (the shifts the
+    exact test does not reject: T+(theta) counts the Walsh averages above theta). None when no
+    shift is rejected."""
     counts = _exact_counts(n)
     cdf = np.cumsum(counts) / counts.sum()
     below = np.flatnonzero(cdf <= alpha / 2.0 + 1e-12)
     if below.size == 0:
         return None
     c = int(below[-1])
-    i, j = np.triu_indices(n)
-    walsh = np.sort((d[i] + d[j]) / 2.0)
-    m = walsh.size
-    lo, hi = float(walsh[c]), float(walsh[m - c - 1])
-    if hi - lo <= 1e-12 * max(1.0, abs(lo)):
-        return None
-    return lo, hi
+    return _interval(float(walsh[c]), float(walsh[walsh.size - c - 1]))
 
 
 def hodges_lehmann(d: np.ndarray, level: float = 0.95, closed_form: bool = True) -> ShiftEstimate:
@@ -163,10 +167,11 @@ def hodges_lehmann(d: np.ndarray, level: float = 0.95, closed_form: bool = True)
     at0 = signed_rank_test(d)
     if n == 0:
         return ShiftEstimate(None, None, 1.0, 0, at0.test)
-    est = _walsh_median(d)
+    walsh = _walsh(d)
+    est = float(np.median(walsh)) if walsh is not None else _shift_root(d)
     alpha = 1.0 - level
-    if closed_form and n <= EXACT_MAX and np.unique(d).size == n:  # distinct values: the exact test at every shift
-        return ShiftEstimate(est, _exact_interval(d, alpha), at0.p, n, at0.test)
+    if closed_form and walsh is not None and n <= EXACT_MAX and np.unique(d).size == n:  # the exact test at every shift
+        return ShiftEstimate(est, _exact_interval(walsh, n, alpha), at0.p, n, at0.test)
     span = float(d.max() - d.min()) or max(abs(float(d.max())), 1.0)
 
     def rejects(theta: float) -> bool:
@@ -185,13 +190,10 @@ def hodges_lehmann(d: np.ndarray, level: float = 0.95, closed_form: bool = True)
     if not rejects(est):
         low_out, high_out = float(d.min()) - span, float(d.max()) + span
         if rejects(low_out) and rejects(high_out):  # a bounded interval: enough differences to reject far shifts
-            ci = (edge(est, low_out), edge(est, high_out))
-            if n <= WALSH_MAX:  # the test changes only at a Walsh average: the edges are two of them
-                i, j = np.triu_indices(n)
-                walsh = np.unique((d[i] + d[j]) / 2.0)
-                ci = (float(walsh[np.abs(walsh - ci[0]).argmin()]), float(walsh[np.abs(walsh - ci[1]).argmin()]))
-            if ci[1] - ci[0] <= 1e-12 * max(1.0, abs(ci[0])):  # every difference equal: no interval, not a zero-width one
-                ci = None
+            lo, hi = edge(est, low_out), edge(est, high_out)
+            if walsh is not None:  # the test changes only at a Walsh average: the edges are two of them
+                lo, hi = float(walsh[np.abs(walsh - lo).argmin()]), float(walsh[np.abs(walsh - hi).argmin()])
+            ci = _interval(lo, hi)
     return ShiftEstimate(est, ci, at0.p, n, at0.test)
 
 
