@@ -70,7 +70,7 @@ demo = demo_plugin:agent
 
 [skillaudit.graders]
 demo-grader = demo_plugin:grade
-judge = demo_plugin:judge
+pairjudge = demo_plugin:judge
 
 [skillaudit.importers]
 demo = demo_plugin:import_cmd
@@ -150,8 +150,8 @@ def test_unknown_or_unsupported_plugins_are_one_line(plugin, tmp_path):
     assert "--agent nope: no agent named 'nope' (installed: search, catalog, demo;" in res.output
     res = CliRunner().invoke(cli, [*base, "--agent", "demo", "--engine", "warp"])
     assert res.exit_code == 2 and "--engine warp: no engine named 'warp'" in res.output
-    res = CliRunner().invoke(cli, ["run", "--tasks", str(_tasks(tmp_path, value="judge")), "--agent", "demo",
+    res = CliRunner().invoke(cli, ["run", "--tasks", str(_tasks(tmp_path, value="pairjudge")), "--agent", "demo",
                                    "--skills", str(skills), "--out", str(tmp_path / "o.jsonl")])
-    assert res.exit_code == 2 and "grader 'judge' is pairwise" in res.output
+    assert res.exit_code == 2 and "grader 'pairjudge' is pairwise" in res.output
     res = CliRunner().invoke(cli, ["import", "nope", "-o", str(tmp_path / "x.jsonl")])
     assert res.exit_code == 2

@@ -95,6 +95,15 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option("--episode-timeout", type=float, default=None, help="Seconds one agent episode may take (error record after).")
 @click.option("--threshold", type=float, default=1.0, show_default=True,
               help="A numeric `checker` score at or above this is correct.")
+@click.option("--judge-endpoint", default=None, metavar="URL",
+              help="OpenAI-compatible base URL of the judge that grades `grader: judge` tasks on their rubric "
+                   "(key in SKILLAUDIT_JUDGE_API_KEY, never logged).")
+@click.option("--judge-model", default=None, help="The judge's model name (logged with the prompt's hash in "
+              "meta.judge of every judged record).")
+@click.option("--judge-mode", type=click.Choice(["pairwise", "pointwise"]), default="pairwise", show_default=True,
+              help="pairwise: the judge sees both conditions' answers in both orders (the enabled record gets "
+                   "preference win/tie/loss, a tie unless both orders agree) and scores each; pointwise: each "
+                   "answer scored alone.")
 @click.option("--reuse", "reuse_path", type=click.Path(dir_okay=False), default=None,
               help="An old log: copy every record whose view of the library cannot have changed, re-run the rest.")
 @click.option("--reuse-skills", type=click.Path(), default=None,
@@ -173,7 +182,8 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @quiet_option
 @reports_errors
 def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, engine: str, skills_mode: str,
-            episode_timeout: float | None, threshold: float, reuse_path: str | None, reuse_skills: str | None,
+            episode_timeout: float | None, threshold: float, judge_endpoint: str | None, judge_model: str | None,
+            judge_mode: str, reuse_path: str | None, reuse_skills: str | None,
             dry_run: bool, dataset: str | None, no_skills_dataset: str | None, agent_name: str | None,
             harbor_env: str, trials: int,
             n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...], jobs_dir: str | None,
@@ -216,6 +226,16 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
                         temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode,
                         tool_choice=tool_choice, max_calls=max_calls, unescape_html=unescape_html,
                         request_timeout_s=request_timeout, retries=retries, top_k=top_k)
+    judge = None
+    if (judge_endpoint is None) != (judge_model is None):
+        raise InputError("--judge-endpoint and --judge-model go together")
+    if judge_endpoint is not None:
+        if not tasks_file:
+            raise InputError("--judge-endpoint goes with --tasks FILE (its `grader: judge` tasks)")
+        from skillaudit.agents.judge import JudgeConfig
+
+        judge = JudgeConfig.from_env(judge_endpoint, judge_model or "", mode=judge_mode,
+                                     request_timeout_s=request_timeout, retries=retries)
     if (base_path or prune_ids) and not arms:
         raise InputError("--base and --prune go with --arms")
     _out_is_not_an_input(out_path, {"--base": base_path, "--data": data, "--skills": skills_path,
@@ -228,7 +248,7 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
                       shard=shard, arms=arms, base=base_path, prune=parse_exclude(prune_ids),
                       unsafe_scoring=unsafe_scoring, tasks=tasks_file, agent_spec=agent_spec,
                       skills_mode=skills_mode, episode_timeout=episode_timeout, threshold=threshold,
-                      reuse=reuse_path, reuse_skills=reuse_skills, engine=engine)
+                      reuse=reuse_path, reuse_skills=reuse_skills, engine=engine, judge=judge)
     if dry_run:
         from skillaudit.engine.reuse import reuse_plan_for
 

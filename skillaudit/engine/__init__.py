@@ -7,6 +7,8 @@
 - `reuse`: `--reuse OLD`: the records that cannot have changed are copied before planning;
 - `episode`: what an agent sees of a task and how one episode's record is filled (an agent or
   harness failure is the record's `error`);
+- `judging`: `grader: judge` tasks: the judge's score and, pairwise, the enabled record's
+  preference once both runs of a (task, epoch) are in (`agents.judge` asks the judge model);
 - `loop`: `execute`, the one run loop: bounded concurrency, progress, the summary's counts;
 - `output`: the records already logged, their keys, the appending (fsynced) writer;
 - `dispatch`: `run(opts)`, the run mode the options ask for (`harness.runner`: benchmark pairs and

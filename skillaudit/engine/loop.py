@@ -72,7 +72,9 @@ def execute(plan: Plan, one: Callable[[Episode], dict[str, Any]], writer: Writer
             summary: RunSummary, concurrency: int, quiet: bool,
             on_record: Callable[[dict[str, Any]], None] | None) -> None:
     """Run `one(episode)` for every episode of `plan` with bounded concurrency, appending each record
-    as it lands; the writer and `client` (anything with `close()`) are closed at the end."""
+    as it lands; the writer and `client` (anything with `close()`) are closed at the end. `one`
+    returns a record, or a list of records (none while a judged pair waits for its other run, both
+    when it lands)."""
     units = plan.episodes
     progress = progress_bar(len(units), quiet)
     bar = progress.add_task(plan.label, total=len(units)) if progress else None
@@ -95,24 +97,9 @@ def execute(plan: Plan, one: Callable[[Episode], dict[str, Any]], writer: Writer
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     pending.discard(fut)
-                    rec = fut.result()
-                    writer.write(rec)
-                    summary.written += 1
-                    arm = rec.get("arm")
-                    if arm:
-                        summary.arms[arm] = summary.arms.get(arm, 0) + 1
-                    if rec["error"] is not None:
-                        summary.errors += 1
-                    elif rec["correct"] and not arm:
-                        summary.correct[rec["condition"]] += 1
-                    elif rec["correct"]:
-                        summary.arm_correct[arm] = summary.arm_correct.get(arm, 0) + 1
-                    if rec["condition"] == "enabled" and rec.get("invoked") and not arm:
-                        summary.invoked += 1
-                        if any(r["skills"] for r in rec["retrievals"]):
-                            summary.retrieved += 1
-                    if on_record:
-                        on_record(rec)
+                    out = fut.result()  # a record, or a list (a judged pair lands when its second run does)
+                    for rec in out if isinstance(out, list) else (out,):
+                        _land(rec, writer, summary, on_record)
                     if progress:
                         progress.advance(bar)
                 fill()
@@ -122,6 +109,28 @@ def execute(plan: Plan, one: Callable[[Episode], dict[str, Any]], writer: Writer
         writer.close()
         client.close()
         summary.wall_s = time.monotonic() - t0
+
+
+def _land(rec: dict[str, Any], writer: Writer, summary: RunSummary,
+          on_record: Callable[[dict[str, Any]], None] | None) -> None:
+    """Append one record and count it in the summary."""
+    writer.write(rec)
+    summary.written += 1
+    arm = rec.get("arm")
+    if arm:
+        summary.arms[arm] = summary.arms.get(arm, 0) + 1
+    if rec["error"] is not None:
+        summary.errors += 1
+    elif rec["correct"] and not arm:
+        summary.correct[rec["condition"]] += 1
+    elif rec["correct"]:
+        summary.arm_correct[arm] = summary.arm_correct.get(arm, 0) + 1
+    if rec["condition"] == "enabled" and rec.get("invoked") and not arm:
+        summary.invoked += 1
+        if any(r["skills"] for r in rec["retrievals"]):
+            summary.retrieved += 1
+    if on_record:
+        on_record(rec)
 
 
 def engine_for(name: str) -> Callable[..., None]:

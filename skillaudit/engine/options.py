@@ -7,6 +7,7 @@ import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -51,6 +52,7 @@ class RunOptions:
     reuse: str | None = None  # `--reuse OLD.jsonl`: copy what cannot have changed
     reuse_skills: str | None = None  # `--reuse-skills DIR`: the library OLD was made with (logs without hashes)
     engine: str = "threads"  # `--engine NAME`: what executes the plan (skillaudit.util.plugins, group engines)
+    judge: Any = None  # `--judge-endpoint/--judge-model`: the JudgeConfig of `grader: judge` tasks (agents/judge.py)
 
 
 def shard_tasks(tasks: list[Task], shard: tuple[int, int] | None) -> list[Task]:

@@ -30,7 +30,7 @@ from skillaudit.engine.output import Writer, existing_records, prepare_output
 from skillaudit.engine.plan import Episode, Plan, main_episodes
 from skillaudit.engine.reuse import plan_reuse, seed_output
 from skillaudit.errors import HarnessError, InputError
-from skillaudit.sandbox.score import Scorer
+from skillaudit.sandbox.score import Score, Scorer
 
 
 class _NullClient:
@@ -41,7 +41,7 @@ class _NullClient:
 def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSummary:
     """Run every selected task in both conditions through the agent protocol."""
     from skillaudit.library import load_library
-    from skillaudit.tasks.taskfile import TaskFileScorer
+    from skillaudit.tasks.taskfile import TaskFileScorer, is_judged
 
     if opts.arms:
         if opts.skills_mode != "catalog" or opts.agent_spec:
@@ -89,6 +89,9 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
     if not plan.episodes:
         return summary
     scorer: Any = TaskFileScorer(opts.limits, opts.threshold) if opts.tasks else Scorer(opts.limits, opts.cache_dir)
+    judged = _judged_runs(opts, tasks, plan, model_label, summary)
+    if judged is not None:
+        client = _Both(client, judged)
     base_meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "library_hash": lib_hash,
                                  "skills_mode": opts.skills_mode, "agent": agent_name,
                                  "excluded_skills": list(opts.exclude_skills)}
@@ -96,7 +99,7 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
         base_meta.update(opts.agent.public())
     cat_hash = catalog_hash(index)
 
-    def one(ep_: Episode) -> dict[str, Any]:
+    def one(ep_: Episode) -> dict[str, Any] | list[dict[str, Any]]:
         task, cond, epoch = ep_.source, ep_.condition, ep_.epoch
         seed = task_seed(opts.seed, task.task_id, epoch)
         rec: dict[str, Any] = {
@@ -104,10 +107,21 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
             "benchmark": benchmark, "epoch": epoch, "invoked": False, "retrievals": [], "answer": "",
             "meta": {**base_meta, "seed": seed}, "error": None,
         }
+        if judged is not None and is_judged(task):  # the judge grades it (both runs together, pairwise)
+            return judged.land(_episode(ep_, rec, None), task)
+        return _episode(ep_, rec, scorer)
+
+    def _episode(ep_: Episode, rec: dict[str, Any], scorer: Any) -> dict[str, Any]:
+        """The agent's run of the episode into `rec`, scored by `scorer` (None: left to the judge)."""
+        task, cond = ep_.source, ep_.condition
         skills = Skills(index, opts.agent.top_k) if cond == "enabled" else None
         try:
-            ep = call_agent(agent_fn, task_view(task, seed, epoch), skills, opts.episode_timeout, agent_name)
-            score, answer = scorer.score(task, ep.answer)
+            ep = call_agent(agent_fn, task_view(task, rec["meta"]["seed"], ep_.epoch), skills,
+                            opts.episode_timeout, agent_name)
+            if scorer is None:
+                score, answer = Score(False, "to be judged"), ep.answer
+            else:
+                score, answer = scorer.score(task, ep.answer)
         except AgentFailure as exc:
             rec["error"] = f"agent: {exc}"
             return rec
@@ -135,6 +149,44 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
 
     engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
     return summary
+
+
+class _Both:
+    """Closes the agent's client and the judge's."""
+
+    def __init__(self, *clients: Any) -> None:
+        self.clients = clients
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+
+
+def _judged_runs(opts: RunOptions, tasks: list[Any], plan: Plan, model_label: str, summary: RunSummary) -> Any:
+    """The judge of this run's `grader: judge` tasks (None when there are none), checked before any
+    model call; the model-family warning goes into the summary."""
+    from skillaudit.tasks.taskfile import is_judged
+
+    judged = [t for t in tasks if is_judged(t)]
+    if not judged:
+        if opts.judge is not None:
+            summary.warnings.append("--judge-model: no task of this run is graded by the judge (`grader: judge`)")
+        return None
+    if opts.judge is None:
+        t = judged[0]
+        raise InputError(f"{t.data['file']}:{t.data['line']}: `grader: judge` needs a judge model: run "
+                         "--judge-endpoint URL --judge-model NAME (key in SKILLAUDIT_JUDGE_API_KEY)")
+    if opts.judge.mode == "pairwise" and opts.engine != "threads":
+        raise InputError(f"--judge-mode pairwise runs with --engine threads (the pair is judged when its second "
+                         f"run lands), not --engine {opts.engine}; or --judge-mode pointwise")
+    from skillaudit.agents.judge import Judge, family_warning
+    from skillaudit.engine.judging import JudgedRuns
+
+    warning = family_warning(opts.judge.model, model_label)
+    if warning:
+        summary.warnings.append(warning)
+    planned = {(e.source.task_id, e.epoch, e.condition) for e in plan.episodes}
+    return JudgedRuns(Judge(opts.judge), planned)
 
 
 CATALOG_ARMS = ("random", "filler", "empty", "mask")

@@ -15,6 +15,8 @@ A task file is JSON Lines (one object a line) or YAML (a list of objects). Each 
   number (correct when >= `--threshold`).
 - `grader: NAME`: an installed grader plugin (`skillaudit.util.plugins`, group `skillaudit.graders`),
   called like a checker.
+- `grader: judge` + `rubric` (+ `threshold`, 0-1, default 0.7): graded by a judge model on the
+  rubric (`skillaudit.agents.judge`, run by the engine: `run --judge-endpoint --judge-model`).
 
 Bad input raises `InputError` naming the file and line, before any model call.
 """
@@ -278,7 +280,10 @@ def load_task_file(path: str | Path, label: str | None = None) -> list[Task]:
             name = row["grader"]
             if not isinstance(name, str) or not name:
                 raise InputError(f"{where}: `grader` must be the name of an installed grader plugin")
-            grader_for(name, where)
+            if name == "judge":
+                data.update(_judge_fields(row, where))
+            else:
+                grader_for(name, where)
             data["grader"] = name
         data["extra"] = {k: v for k, v in row.items() if k not in ("id", "prompt")}
         tasks.append(Task(task_id=tid, benchmark=bench, prompt=prompt.strip(), data=data))
@@ -425,10 +430,30 @@ def check_assertions(tests: list[str], entry: str, outputs: list[Any]) -> Score:
     return Score(True, "passed", {"passed": len(tests)})
 
 
+#: a judged answer is correct at a score (0-1) of at least this, unless the task sets `threshold`
+JUDGE_THRESHOLD = 0.7
+
+
+def _judge_fields(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """`grader: judge`: the task's `rubric` (what the judge grades against) and `threshold`."""
+    rubric = row.get("rubric")
+    if not isinstance(rubric, str) or not rubric.strip():
+        raise InputError(f"{where}: `grader: judge` needs a `rubric` (a non-empty string the judge grades against)")
+    thr = row.get("threshold", JUDGE_THRESHOLD)
+    if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0 <= thr <= 1:
+        raise InputError(f"{where}: `threshold` must be a number from 0 to 1 (the judge's score, as a fraction)")
+    return {"rubric": rubric.strip(), "threshold": float(thr)}
+
+
+def is_judged(task: Task) -> bool:
+    """A task graded by the judge model (`grader: judge`)."""
+    return task.data.get("kind") == "grader" and task.data.get("grader") == "judge"
+
+
 def grader_for(name: str, where: str) -> Callable[..., Any]:
     """The pointwise grader plugin `name` (`skillaudit.util.plugins`, group `skillaudit.graders`):
     `grade(task, answer)` -> bool or number. A pairwise one (`pairwise = True`) compares both
-    conditions' answers after both ran: the judged-outcome issue; refused here until it lands."""
+    conditions' answers after both ran: only the built-in `grader: judge` so far (refused here)."""
     from skillaudit.util.plugins import BUILTINS, load
 
     if name in BUILTINS["graders"]:
@@ -437,7 +462,7 @@ def grader_for(name: str, where: str) -> Callable[..., Any]:
     fn = load("graders", name, f"{where}: grader")
     if getattr(fn, "pairwise", False):
         raise InputError(f"{where}: grader {name!r} is pairwise (compares both conditions' answers); "
-                         "skillaudit runs pointwise graders only so far")
+                         "of the pairwise graders skillaudit runs only its own `grader: judge` so far")
     return check_signature(fn, where, 2, "grader", name)
 
 
@@ -487,6 +512,8 @@ class TaskFileScorer:
         if kind == "answer":
             return score_answer(task, reply)
         if kind == "grader":
+            if is_judged(task):  # the engine grades these with the judge model
+                raise HarnessError("`grader: judge` needs a judge model: run --judge-endpoint URL --judge-model NAME")
             return score_grader(task, reply, self.threshold)
         return score_checker(task, reply, self.threshold)
 

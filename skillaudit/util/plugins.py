@@ -7,12 +7,13 @@ and where it came from (docs/plugins.md has a worked example).
 | group | the entry point's object | used by |
 |---|---|---|
 | `skillaudit.agents` | `agent(task, skills)` -> answer (the protocol of `--agent module:callable`, docs/agents.md) | `run --agent NAME` |
-| `skillaudit.graders` | `grade(task, answer)` -> bool or number (correct when >= `--threshold`); an object with `pairwise = True` compares both conditions' answers (the judged-outcome issue; refused until it lands) | a task file's `grader: NAME` |
+| `skillaudit.graders` | `grade(task, answer)` -> bool or number (correct when >= `--threshold`); an object with `pairwise = True` compares both conditions' answers (only the built-in `judge` so far; a plugin's is refused) | a task file's `grader: NAME` |
 | `skillaudit.importers` | a `click.Command` | `skillaudit import NAME` |
 | `skillaudit.engines` | `execute(plan, one, writer, client, summary, concurrency, quiet, on_record)`, as `engine.loop.execute` | `run --engine NAME` |
 
 The built-ins are registered the same way (origin "built-in"): agents `search` and `catalog` (the
-chat loops of `--skills-mode`), graders `tests`, `answer`, `checker` (the task-file checkers) and
+chat loops of `--skills-mode`), graders `tests`, `answer`, `checker` (the task-file checkers), `judge` (a judge model on the task's
+rubric) and
 the benchmark scorers, the importers of `skillaudit import`, and the engine `threads`. A plugin
 may not take a built-in's name.
 """
@@ -35,6 +36,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "graders": {"tests": "skillaudit.tasks.taskfile:score_tests",
                 "answer": "skillaudit.tasks.taskfile:score_answer",
                 "checker": "skillaudit.tasks.taskfile:score_checker",
+                "judge": "skillaudit.agents.judge:Judge",
                 **{b: "skillaudit.sandbox.score:Scorer" for b in ("mbpp_plus", "humaneval", "gsm8k", "math500")}},
     "importers": {"inspect": "skillaudit.commands.logs:import_inspect_cmd",
                   "evalplus": "skillaudit.commands.logs:import_evalplus_cmd",
