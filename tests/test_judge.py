@@ -95,7 +95,10 @@ def test_pair_is_a_win_only_when_both_orders_agree():
 def test_a_bad_reply_is_retried_once_then_a_judge_error():
     j = Judge(CFG, FakeClient(["no json here", '{"score": 7}']))
     assert j.grade("t", "r", "a")[0] == 0.7
-    for bad in ('{"score": 11}', '{"score": 2.5}', '{"score": true}', "{}", '{"score_1": 3}'):
+    # small models write the verdict almost as JSON: unquoted keys are read, every value still checked
+    assert Judge(CFG, FakeClient(['{score_1: 8, score_2: 9, better: 1, reason: "x"}'])).compare(
+        "t", "r", "a", "b", {})[:3] == (0.8, 0.9, "1")
+    for bad in ('{"score": 11}', '{"score": 2.5}', '{"score": true}', "{}", '{"score_1": 3}', "score: 7.5"):
         with pytest.raises(JudgeError, match="no usable verdict"):
             Judge(CFG, FakeClient([bad, bad])).grade("t", "r", "a")
 
@@ -155,7 +158,7 @@ def test_pairwise_run_logs_preferences_scores_and_metrics_read_them(tmp_path, ag
     tasks, skills = _setup(tmp_path)
     out = tmp_path / "runs.jsonl"
     with ScriptedServer(fair_judge) as srv:
-        res = _run(tasks, skills, out, srv.url, "--concurrency", "3")
+        res = _run(tasks, skills, out, srv.url, "--concurrency", "3", "--judge-aa", "0")
         assert res.exit_code == 0, res.output
         assert len(srv.requests) == 12  # two orders per pair, six pairs
     recs = _recs(out)
@@ -248,3 +251,81 @@ def test_same_family_judge_is_warned_about(tmp_path, agent_path):
                                        "--judge-model", "judged-big", "--model-label", "judged_small", "--quiet"])
     assert res.exit_code == 0, res.output
     assert "the judge judged-big is of the agent's model family (judged" in res.output
+
+
+def test_the_judges_aa_check_gives_its_own_flip_rate_beside_the_verdicts(tmp_path, agent_path):
+    """`--judge-aa 1`: every pair also judges one of its answers against a copy of itself. A fair
+    judge ties each copy (0 flips); a judge that answers by the call's parity (1, then 2) names a
+    winner between identical answers every time (every check a flip)."""
+    tasks, skills = _setup(tmp_path)
+    out = tmp_path / "fair.jsonl"
+    with ScriptedServer(fair_judge) as srv:
+        assert _run(tasks, skills, out, srv.url, "--judge-aa", "1").exit_code == 0
+        assert len(srv.requests) == 24
+    recs = _recs(out)
+    en0 = recs[("t0", "enabled")]
+    assert en0["judge_aa"] == "tie" and en0["meta"]["judge"]["calls"] == 4
+    assert en0["meta"]["judge"]["aa"]["answer"] in ("enabled", "disabled")
+    assert en0["meta"]["judge"]["usage"] == {"prompt_tokens": 40, "completion_tokens": 20}
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(out), "--json"]).output)
+    aa = doc["groups"][0]["preference"]["judge_aa"]
+    assert (aa["checks"], aa["flips"], aa["rate"], aa["n_tasks"]) == (6, 0, 0.0, 6) and aa["ci"][0] == 0.0
+    calls = []
+
+    def parity(path: str, body: dict) -> tuple[int, dict]:
+        calls.append(1)
+        return chat_reply(json.dumps({"score_1": 5, "score_2": 5, "better": "1" if len(calls) % 2 else "2"}))
+
+    out = tmp_path / "parity.jsonl"
+    with ScriptedServer(parity) as srv:
+        assert _run(tasks, skills, out, srv.url, "--judge-aa", "1").exit_code == 0
+    assert {r.get("judge_aa") for (_, c), r in _recs(out).items() if c == "enabled"} == {"flip"}
+    aa = json.loads(CliRunner().invoke(cli, ["metrics", str(out), "--json"]).output)["groups"][0]["preference"]["judge_aa"]
+    assert (aa["checks"], aa["flips"]) == (6, 6) and 0.5 < aa["ci"][0] < 1.0
+    # the default checks a fixed quarter of the pairs or so: the same ones on every run
+    from skillaudit.engine.judging import _aa_pick
+
+    picked = [_aa_pick(f"t{i}", 1, 0.25) for i in range(2000)]
+    assert 0.22 < sum(p is not None for p in picked) / 2000 < 0.28
+    assert 0.4 < picked.count("enabled") / max(1, sum(p is not None for p in picked)) < 0.6
+    assert picked == [_aa_pick(f"t{i}", 1, 0.25) for i in range(2000)]
+
+
+def _judged_log(tmp_path: Path) -> Path:
+    """40 judged pairs: 20 wins, 8 ties, 12 losses; 10 A/A checks, 2 of them flips."""
+    recs = []
+    for i in range(40):
+        pref = "win" if i < 20 else "tie" if i < 28 else "loss"
+        en = {"task_id": f"t{i}", "condition": "enabled", "correct": pref == "win", "retrieved": ["a"], "preference": pref}
+        if i % 4 == 0:
+            en["judge_aa"] = "flip" if i in (0, 4) else "tie"
+        recs += [en, {"task_id": f"t{i}", "condition": "disabled", "correct": False}]
+    path = tmp_path / "judged.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_metrics_and_the_report_show_the_judged_outcome_beside_the_judges_flip_rate(tmp_path):
+    log = _judged_log(tmp_path)
+    res = CliRunner().invoke(cli, ["metrics", str(log)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(log), "--json"]).output)["groups"][0]["preference"]
+    ci, aa = doc["ci"], doc["judge_aa"]
+    assert (doc["wins"], doc["ties"], doc["losses"], aa["checks"], aa["flips"]) == (20, 8, 12, 10, 2)
+    lines = res.output.splitlines()
+    at = lines.index("Judged outcome, the answer with skills against the one without:")
+    assert lines[at + 1] == (f"  default default: 20 wins, 8 ties, 12 losses over 40 tasks; effect +0.20 "
+                             f"[{ci[0]:+.2f}, {ci[1]:+.2f}], p {doc['p']:.3f},")
+    assert lines[at + 2] == (f"    exact p {doc['p_exact']:.3f}; judge A/A flips: 2 of 10 (20% [{aa['ci'][0] * 100:.0f}, "
+                             f"{aa['ci'][1] * 100:.0f}])")
+    assert lines[at + 3].startswith("Effect: (wins - losses) / judged pairs")
+    skills = tmp_path / "skills" / "a"
+    skills.mkdir(parents=True)
+    (skills / "SKILL.md").write_text("---\nname: a\ndescription: Use for sorting lists.\n---\nSort it.\n")
+    res = CliRunner().invoke(cli, ["audit", str(log), "--skills", str(skills.parent), "--out", str(tmp_path / "rep"),
+                                   "--embedder", "tfidf", "--quiet"])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Judged outcome: the answer with skills against the one without" in md
+    assert "| default | default | 20 | 8 | 12 | 40 | **+0.20** |" in md
+    assert '<h2 id="judged">' in (tmp_path / "rep" / "report.html").read_text()

@@ -59,3 +59,20 @@ def test_a_preference_on_the_disabled_record_is_an_error(tmp_path):
         load_runs([_log(tmp_path, recs)])
     assert str(exc.value).endswith(":4: 'preference' belongs on the enabled record (its answer against the "
                                    "disabled one)")
+
+
+@pytest.mark.parametrize("tail", ["", "\n"])
+def test_the_judges_aa_check_reaches_the_pairs_and_bad_uses_name_the_line(tmp_path, tail):
+    """`judge_aa` (tie | flip) on the enabled record, beside its preference or alone."""
+    recs = _pairs(["win", None, "tie"])
+    recs[0]["judge_aa"], recs[2]["judge_aa"] = "flip", "tie"
+    runs = load_runs([_log(tmp_path, recs, tail)])
+    assert runs.judge_aa.tolist() == [1, 0, -1] and runs.subset(np.array([False, True, True])).judge_aa.tolist() == [0, -1]
+    assert load_runs([_log(tmp_path, _pairs(["win"]))]).judge_aa is None
+    for at, value, message in ((0, "maybe", "'judge_aa' must be tie or flip, got \"maybe\""),
+                               (1, "tie", "'judge_aa' belongs on the enabled record (beside its preference)")):
+        bad = _pairs([None, None])
+        bad[at]["judge_aa"] = value
+        with pytest.raises(RunLogError) as exc:
+            load_runs([_log(tmp_path, bad, tail)])
+        assert str(exc.value) == f"{tmp_path / 'runs.jsonl'}:{at + 1}: {message}"

@@ -12,8 +12,9 @@ An OpenAI-compatible chat endpoint (`run --judge-endpoint URL --judge-model NAME
 
 Answers are untrusted text: each is fenced between markers carrying a random nonce the answer
 cannot know, cut at `MAX_ANSWER_CHARS`, and the judge is told to ignore instructions inside them.
-A reply that is not the asked JSON is retried once, then the call fails (`JudgeError`): a judge
-failure becomes the records' `error`, never a loss.
+A reply that is not the asked JSON (nor its fields written almost as JSON: unquoted keys, as small
+models write them) is retried once, then the call fails (`JudgeError`): a judge failure becomes the
+records' `error`, never a loss.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class JudgeConfig:
     request_timeout_s: float = 600.0
     retries: int = 4
     mode: str = "pairwise"  # pairwise | pointwise
+    aa_rate: float = 0.25  # pairwise: share of pairs that also get the A/A check (an answer against itself)
 
     @classmethod
     def from_env(cls, endpoint: str, model: str, **kw: Any) -> JudgeConfig:
@@ -116,6 +118,15 @@ def _score_of(v: Any) -> float | None:
     return int(v) / SCALE
 
 
+_FIELD_RE = re.compile(r"""["']?\b(score_1|score_2|score|better)\b["']?\s*[:=]\s*["']?(\d{1,3}(?![.\d])|tie\b)""", re.I)
+
+
+def _relaxed(text: str) -> dict[str, str]:
+    """The verdict's fields written almost as JSON (unquoted keys, `better: 1`), as small models do:
+    the last value of each key; `_score_of` and the parsers still check every value."""
+    return {k.lower(): v.lower() for k, v in _FIELD_RE.findall(text)}
+
+
 class Judge:
     """Asks the judge endpoint; `client` (anything with `chat(body)` and `close()`) for tests."""
 
@@ -146,7 +157,8 @@ class Judge:
             if not isinstance(text, str):
                 text = data["choices"][0].get("text") or ""
             last = text
-            for obj in reversed(_json_objects(text[:50_000], limit=8)):
+            text = text[:50_000]
+            for obj in [*reversed(_json_objects(text, limit=8)), _relaxed(text)]:
                 got = parse(obj) if isinstance(obj, dict) else None
                 if got is not None:
                     return got

@@ -141,7 +141,8 @@ def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
         limits = _timeouts(f["timeouts"], tmo[en[sel]], tmo[dis[sel]])
         effects = [replace(e, timeouts=limits) if e.measure == "latency_s" and e.logged and limits else e
                    for e in effects if e.measure != "score" or e.logged]  # a score only where graded
-        out.append(ModelEfficiency(str(f["models"][mi]), tuple(effects)))
+        name = f["models"][mi]  # as logged; a record without one is the readers' "default"
+        out.append(ModelEfficiency("default" if name is None else str(name), tuple(effects)))
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from skillaudit.analysis.methods import metrics_method
 from skillaudit.runs import PairedRuns
-from skillaudit.runs.records import PREFERENCE_NONE
+from skillaudit.runs.records import JUDGE_AA_NONE, PREFERENCE_NONE
 from skillaudit.stats import (
     design_effect,
     mcnemar_exact,
@@ -299,6 +299,8 @@ def group_metrics(
                       "aa_between_flip_rate": effects["replicate"].flip_between if "replicate" in effects else None}
     both = _both_ways(runs, units, skipped, arms)
     arm_fields["preference"] = preference_figures(runs.preference, units, level, mid_p)
+    if arm_fields["preference"] is not None:
+        arm_fields["preference"]["judge_aa"] = judge_aa_figures(runs.judge_aa, units, level)
     return GroupMetrics(
         model=model,
         benchmark=benchmark,
@@ -425,6 +427,23 @@ def preference_figures(pref: np.ndarray | None, units: np.ndarray, level: float 
             "test_exact": ("mid-p " if mid_p else "") + ("exact sign test of wins against losses"
                                                            if np.unique(u).size == v.size else
                                                            "exact sign-flip test of each task's summed preferences")}
+
+
+def judge_aa_figures(aa: np.ndarray | None, units: np.ndarray, level: float = 0.95) -> dict[str, Any] | None:
+    """The judge's own flip rate: of the A/A checks logged (`PairedRuns.judge_aa`: one answer judged
+    against a copy of itself in both orders, as the pair was), the share that gave a verdict instead
+    of a tie, with its Wilson interval over tasks (`_task_wilson`: epochs count by their design
+    effect). A pairwise verdict is worth reading only against this rate. None when nothing was checked."""
+    if aa is None:
+        return None
+    checked = aa != JUDGE_AA_NONE
+    if not checked.any():
+        return None
+    flips = (aa[checked] == 1).astype(np.float64)
+    lo, hi = _task_wilson(units[checked], flips, level)
+    return {"checks": int(checked.sum()), "flips": int(flips.sum()), "rate": float(flips.mean()),
+            "ci": [float(lo), float(hi)], "n_tasks": int(np.unique(units[checked]).size),
+            "interval": "Wilson score interval, epochs counted by their design effect"}
 
 
 def compute_metrics(

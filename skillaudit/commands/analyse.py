@@ -64,6 +64,7 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
     from skillaudit.report.render import (  # rich: only for the table
         arms_table,
         efficiency_lines,
+        judged_lines,
         metrics_table,
     )
 
@@ -93,7 +94,7 @@ def metrics(runs: tuple[str, ...], skills_path: str | None, min_cond: int, n_boo
         metrics_table(audit)
         if audit.arms is not None:
             arms_table(audit)
-        for line in efficiency_lines(audit):
+        for line in [*judged_lines(audit), *efficiency_lines(audit)]:
             echo(line)
 
 

@@ -104,6 +104,10 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
               help="pairwise: the judge sees both conditions' answers in both orders (the enabled record gets "
                    "preference win/tie/loss, a tie unless both orders agree) and scores each; pointwise: each "
                    "answer scored alone.")
+@click.option("--judge-aa", "judge_aa", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+              help="Pairwise: the share of judged pairs that also get the judge's A/A check (one of their answers "
+                   "against a copy of itself, both orders; 2 more calls each): metrics print the judge's own flip "
+                   "rate beside its verdicts.")
 @click.option("--reuse", "reuse_path", type=click.Path(dir_okay=False), default=None,
               help="An old log: copy every record whose view of the library cannot have changed, re-run the rest.")
 @click.option("--reuse-skills", type=click.Path(), default=None,
@@ -183,7 +187,7 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None) 
 @reports_errors
 def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | None, engine: str, skills_mode: str,
             episode_timeout: float | None, threshold: float, judge_endpoint: str | None, judge_model: str | None,
-            judge_mode: str, reuse_path: str | None, reuse_skills: str | None,
+            judge_mode: str, judge_aa: float, reuse_path: str | None, reuse_skills: str | None,
             dry_run: bool, dataset: str | None, no_skills_dataset: str | None, agent_name: str | None,
             harbor_env: str, trials: int,
             n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...], jobs_dir: str | None,
@@ -234,7 +238,7 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
             raise InputError("--judge-endpoint goes with --tasks FILE (its `grader: judge` tasks)")
         from skillaudit.agents.judge import JudgeConfig
 
-        judge = JudgeConfig.from_env(judge_endpoint, judge_model or "", mode=judge_mode,
+        judge = JudgeConfig.from_env(judge_endpoint, judge_model or "", mode=judge_mode, aa_rate=judge_aa,
                                      request_timeout_s=request_timeout, retries=retries)
     if (base_path or prune_ids) and not arms:
         raise InputError("--base and --prune go with --arms")

@@ -13,6 +13,7 @@ whose agent failed. A judge failure makes error records (`error: "judge: ..."`),
 from __future__ import annotations
 
 import threading
+import zlib
 from typing import Any
 
 from skillaudit.agents.judge import Judge, JudgeError
@@ -22,8 +23,9 @@ from skillaudit.tasks.benchmarks import Task
 class JudgedRuns:
     """The judge of one run: `land(rec, task)` -> the records to write now."""
 
-    def __init__(self, judge: Judge, planned: set[tuple[str, int, str]]) -> None:
+    def __init__(self, judge: Judge, planned: set[tuple[str, int, str]], aa_rate: float = 0.25) -> None:
         self.judge = judge
+        self.aa_rate = aa_rate  # share of judged pairs that also get the judge's A/A check
         self.planned = planned  # (task_id, epoch, condition) of every episode in this run's plan
         self.pairwise = judge.cfg.mode == "pairwise"
         self._held: dict[tuple[str, int], dict[str, Any]] = {}
@@ -80,5 +82,33 @@ class JudgedRuns:
         self._set(dis, task, v.score_disabled)
         en["preference"] = v.preference
         en["meta"]["judge"] = self._meta("pairwise", orders=v.orders, reasons=v.reasons, usage=v.usage, calls=2)
+        pick = _aa_pick(task.task_id, en["epoch"], self.aa_rate)
+        if pick is not None:
+            self._aa(en, en if pick == "enabled" else dis, pick, task)
         dis["meta"]["judge"] = self._meta("pairwise", orders=v.orders, calls=0)  # the calls are on the enabled record
         return [en, dis]
+
+    def _aa(self, en: dict[str, Any], src: dict[str, Any], which: str, task: Task) -> None:
+        """The judge's A/A check: `src`'s answer against a copy of itself, in both orders, as the pair
+        was judged; any verdict but a tie is the judge flipping (`judge_aa` on the enabled record). A
+        judge failure here leaves the pair's verdict standing and the check unlogged."""
+        j = en["meta"]["judge"]
+        try:
+            v = self.judge.pair(task.prompt, task.data["rubric"], src["answer"], src["answer"])
+        except JudgeError as exc:
+            j["aa_error"] = str(exc)[:300]
+            return
+        en["judge_aa"] = "tie" if v.preference == "tie" else "flip"
+        j["aa"] = {"answer": which, "orders": v.orders}
+        j["calls"] += 2
+        for k, n in v.usage.items():
+            j["usage"][k] = j["usage"].get(k, 0) + n
+
+
+def _aa_pick(task_id: str, epoch: int, rate: float) -> str | None:
+    """Whether a pair gets the A/A check (a fixed hash of task and epoch below `rate`: the same pairs
+    on every run and resume), and which of its answers is copied: enabled or disabled, alternately."""
+    h = zlib.crc32(f"judge-aa:{task_id}:{epoch}".encode())
+    if (h & 0xFFFF) / 0x10000 >= rate:
+        return None
+    return "enabled" if (h >> 16) & 1 else "disabled"

@@ -186,7 +186,7 @@ def _judged_runs(opts: RunOptions, tasks: list[Any], plan: Plan, model_label: st
     if warning:
         summary.warnings.append(warning)
     planned = {(e.source.task_id, e.epoch, e.condition) for e in plan.episodes}
-    return JudgedRuns(Judge(opts.judge), planned)
+    return JudgedRuns(Judge(opts.judge), planned, opts.judge.aa_rate)
 
 
 CATALOG_ARMS = ("random", "filler", "empty", "mask")

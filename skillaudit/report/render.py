@@ -480,6 +480,54 @@ def efficiency_view(doc: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows, "unlogged": unlogged, "method": sentence, "present": bool(eff.get("models"))}
 
 
+def judged_view(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """The judged-outcome section: per metrics group with judged pairs, wins, ties and losses of the
+    enabled answer against the disabled one, the effect (wins - losses) / judged pairs with its
+    interval and tests, and the judge's own A/A flip rate beside it; the method words come from
+    the figures (`analysis.metrics.preference_figures`, `judge_aa_figures`)."""
+    rows, tests = [], []
+    cells: dict[str, int] = {}
+    for g in groups:
+        if g["benchmark"] != "*":
+            cells[g["model"]] = cells.get(g["model"], 0) + 1
+    for g in groups:
+        p = g.get("preference")
+        if not p or (g["benchmark"] == "*" and cells.get(g["model"], 0) <= 1):  # the pool of one benchmark
+            continue
+        aa = p.get("judge_aa")
+        ci = p.get("ci")
+        rows.append({
+            "model": g["model"], "benchmark": g["benchmark"], "wins": p["wins"], "ties": p["ties"],
+            "losses": p["losses"], "tasks": f"{p['n_tasks']:,}" + (f" ({p['n_pairs']:,})" if p["n_pairs"] != p["n_tasks"] else ""),
+            "effect": f"{p['effect']:+.2f}" if p.get("effect") is not None else "–",
+            "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "", "p": p.get("p"), "p_exact": p.get("p_exact"),
+            "aa": (f"{aa['flips']} of {aa['checks']} ({aa['rate'] * 100:.0f}% [{aa['ci'][0] * 100:.0f}, "
+                   f"{aa['ci'][1] * 100:.0f}])") if aa else "not checked"})
+        for t in (p.get("test"), p.get("test_exact")):
+            if t and t not in tests:
+                tests.append(t)
+    method = ("Effect: (wins - losses) / judged pairs of the enabled answer against the disabled one (ties are "
+              f"not flips); p: {'; exact p: '.join(tests[:2])}. Judge A/A: the share of checks where the judge "
+              "named a winner between two copies of one answer (its own flip rate; Wilson interval over tasks): "
+              "a verdict is worth reading only well above it.") if rows else ""
+    return {"rows": rows, "method": method}
+
+
+def judged_lines(audit: Any) -> list[str]:
+    """`metrics`' judged-outcome lines (per group with judged pairs); [] without any."""
+    view = judged_view([g.to_dict() if hasattr(g, "to_dict") else g for g in audit.metrics.groups])
+    if not view["rows"]:
+        return []
+    from skillaudit.util.term import wrap
+
+    out = ["", "Judged outcome, the answer with skills against the one without:"]
+    for r in view["rows"]:
+        out += wrap(f"{r['model']} {r['benchmark']}: {r['wins']} wins, {r['ties']} ties, {r['losses']} losses "
+                    f"over {r['tasks']} tasks; effect {r['effect']} {r['ci']}, p {pval(r['p'])}, exact p "
+                    f"{pval(r['p_exact'])}; judge A/A flips: {r['aa']}", 100, indent="  ")
+    return [*out, *wrap(view["method"], 100, indent="")]
+
+
 def efficiency_lines(audit: Any) -> list[str]:
     """`metrics`' efficiency lines: each logged measure's paired difference and ratio per model,
     from the audit's efficiency step (its own method words); [] without it."""
@@ -496,5 +544,5 @@ def efficiency_lines(audit: Any) -> list[str]:
         if r["timeouts"]:
             out += wrap(f"⚠ {r['timeouts']}", 100, indent="    ")
     if view["unlogged"]:
-        out.append("  not logged (absent, or 0 in every trial): " + "; ".join(view["unlogged"]))
+        out += wrap("not logged (absent, or 0 in every trial): " + "; ".join(view["unlogged"]), 100)
     return [*out, *wrap(view["method"], 100, indent="")]

@@ -12,7 +12,15 @@ import re
 from typing import Any
 
 from skillaudit.report.figures import FIGURES
-from skillaudit.report.render import NOT_RECORDED, arm_method, efficiency_view, pp, pp_ci, pval
+from skillaudit.report.render import (
+    NOT_RECORDED,
+    arm_method,
+    efficiency_view,
+    judged_view,
+    pp,
+    pp_ci,
+    pval,
+)
 from skillaudit.util.term import clean
 
 #: at most this many skills in the report's ranked table (all of them are in skills.csv)
@@ -172,6 +180,7 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "aa_rows": [g for g in metrics.get("groups", []) if g.get("aa_flip_rate") is not None],
         "cluster_test": _cluster_test(clusters),
         "efficiency": efficiency_view(doc),
+        "judged": judged_view(metrics.get("groups", [])),
         "arm_method": arm_method([a for g in metrics.get("groups", []) for a in (g.get("arms") or {}).values()]),
         "injection": [v for v in doc["headline"].get("per_model", []) if v.get("injection_text")],
         "causal_models": [m for m in (doc.get("skills") or {}).get("models", []) if m.get("causal")],

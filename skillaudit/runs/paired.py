@@ -49,6 +49,9 @@ class PairedRuns:
     # int8 per pair: the enabled record's judged `preference` against the disabled answer (1 win,
     # 0 tie, -1 loss, -2 not judged: `runs.records.PREFERENCES`); None when no pair was judged
     preference: np.ndarray | None = None
+    # int8 per pair: the judge's A/A check logged on the enabled record (`judge_aa`: 0 tie, 1 the
+    # judge gave a verdict between two copies of one answer, -1 not checked); None when none was
+    judge_aa: np.ndarray | None = None
 
     @property
     def use_unlogged(self) -> np.ndarray:
@@ -109,6 +112,7 @@ class PairedRuns:
             skill_hashes=self.skill_hashes,
             use_logged=None if self.use_logged is None else self.use_logged[idx],
             preference=None if self.preference is None else self.preference[idx],
+            judge_aa=None if self.judge_aa is None else self.judge_aa[idx],
         )
 
     def select(self, model: str | None = None, benchmark: str | None = None) -> PairedRuns:

@@ -14,7 +14,13 @@ import numpy as np
 from skillaudit.errors import RunLogError, UnpairedError
 from skillaudit.runs.paired import PairedRuns
 from skillaudit.runs.reader import _REC_DTYPES, _RET_DTYPES, _VOCAB_OF, _Interner
-from skillaudit.runs.records import ADHERENCE_UNKNOWN, DISABLED, ENABLED, PREFERENCE_NONE
+from skillaudit.runs.records import (
+    ADHERENCE_UNKNOWN,
+    DISABLED,
+    ENABLED,
+    JUDGE_AA_NONE,
+    PREFERENCE_NONE,
+)
 from skillaudit.stats._csr import Csr, indptr_of
 
 
@@ -151,6 +157,8 @@ def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
     use_logged[es] = r["ul"][en_ix]
     pref = np.full(n, PREFERENCE_NONE, np.int8)
     pref[es] = r["pref"][en_ix]
+    aa = np.full(n, JUDGE_AA_NONE, np.int8)
+    aa[es] = r["aa"][en_ix]
     adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
     adh[es] = r["adh"][en_ix]
     src = (np.full(n, -1, np.int32), np.full(n, -1, np.int32))
@@ -163,7 +171,7 @@ def _pair(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "seen": seen, "y_pos": y_pos, "y_neg": y_neg, "invoked": invoked, "adh": adh,
         "src": src, "line": line, "rows": slot[r["r_rec"]].astype(np.int32), "cols": r["r_col"],
         "rk": r["r_rk"], "sc": r["r_sc"], "names": r["names"], "n_arm": r.get("n_arm", 0),
-        "hash": r.get("hash", True), "ul": use_logged, "pref": pref,
+        "hash": r.get("hash", True), "ul": use_logged, "pref": pref, "aa": aa,
     }
 
 
@@ -215,4 +223,5 @@ def _paired(p: dict[str, Any], strict: bool) -> PairedRuns:
         n_arm_records=int(p.get("n_arm", 0)), skill_hashes=bool(p.get("hash", True)),
         use_logged=None if p["ul"][idx].all() else p["ul"][idx].copy(),
         preference=None if (p["pref"][idx] == PREFERENCE_NONE).all() else p["pref"][idx].copy(),
+        judge_aa=None if (p["aa"][idx] == JUDGE_AA_NONE).all() else p["aa"][idx].copy(),
     )

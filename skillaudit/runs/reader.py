@@ -36,6 +36,8 @@ from skillaudit.runs.records import (
     _BOM,
     ADHERENCE_UNKNOWN,
     CONDITION_ALIASES,
+    JUDGE_AA,
+    JUDGE_AA_NONE,
     PREFERENCE_NONE,
     PREFERENCES,
     _check_line,
@@ -87,6 +89,7 @@ if msgspec is not None:
         arm: Annotated[str, msgspec.Meta(min_length=1)] | None = None  # counterfactual runs (DESIGN §3.1b): set aside, read by skillaudit.analysis.counterfactual
         use_logged: bool | None = None  # false: skills offered (`offered`, not read here), their use not recorded
         preference: Literal["win", "tie", "loss"] | None = None  # enabled records: judged against the disabled answer
+        judge_aa: Literal["tie", "flip"] | None = None  # enabled records: the judge's A/A check
 
     class _Rec(_RecCore, gc=False):
         answer: Any = None
@@ -131,7 +134,8 @@ class _State:
 _REC_DTYPES = {"m": np.int32, "b": np.int32, "t": np.int32, "e": np.int64, "en": bool, "ok": bool,
                "err": bool, "inv": bool, "adh": np.int8, "file": np.int32, "line": np.int64,
                "ul": bool,  # ul: skill use logged (False: "use_logged": false, offered only)
-               "pref": np.int8}  # pref: the enabled record's `preference` (PREFERENCES codes; PREFERENCE_NONE)
+               "pref": np.int8,  # pref: the enabled record's `preference` (PREFERENCES codes; PREFERENCE_NONE)
+               "aa": np.int8}  # aa: the enabled record's `judge_aa` (JUDGE_AA codes; JUDGE_AA_NONE)
 _RET_DTYPES = {"rec": np.int64, "col": np.int32, "rk": np.float32, "sc": np.float32}
 _VOCAB_OF = {"m": "models", "b": "benchmarks", "t": "tasks"}  # id columns and their vocabularies
 _MODEL, _BENCH, _TASK, _EPOCH = (attrgetter(a) for a in ("model", "benchmark", "task_id", "epoch"))
@@ -165,6 +169,8 @@ def _ingest_block(st: _State, recs: list[Any], lineno: int | list[int], file_ix:
     c["ul"].append(np.fromiter((r.use_logged is not False for r in recs), bool, n))
     c["pref"].append(np.fromiter((PREFERENCE_NONE if r.preference is None else PREFERENCES[r.preference]
                                   for r in recs), np.int8, n))
+    c["aa"].append(np.fromiter((JUDGE_AA_NONE if r.judge_aa is None else JUDGE_AA[r.judge_aa] for r in recs),
+                               np.int8, n))
     c["file"].append(np.full(n, file_ix, np.int32))
     c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64) if isinstance(lineno, int)
                      else np.array(lineno, dtype=np.int64))
@@ -276,6 +282,7 @@ def _ingest_scanned(st: _State, cols: tuple, blob: bytes | memoryview, lineno: i
     enabled = c["en"][-1]
     c["ul"].append(np.ones(n, bool))  # the scanner is handed no block holding "use_logged"
     c["pref"].append(np.full(n, PREFERENCE_NONE, np.int8))  # ... nor "preference"
+    c["aa"].append(np.full(n, JUDGE_AA_NONE, np.int8))  # ... nor "judge_aa"
     c["file"].append(np.full(n, file_ix, np.int32))
     c["line"].append(np.arange(lineno, lineno + n, dtype=np.int64))
     adh = np.full(n, ADHERENCE_UNKNOWN, np.int8)
@@ -335,9 +342,11 @@ def _feed_block(st: _State, blob: bytes, lines: list[bytes], lineno: int, file_i
         except (_DecodeError, RecursionError):  # msgspec refuses deep nesting with RecursionError
             pass
         else:
-            # a `preference` on a disabled record is an error the exact path reports (the schema cannot)
-            if _PREFERENCE_NEEDLE not in blob or not any(
-                    r.preference is not None and not CONDITION_ALIASES[r.condition] for r in recs):
+            # a `preference` or `judge_aa` on a disabled record is an error the exact path reports
+            # (the schema cannot)
+            if (_PREFERENCE_NEEDLE not in blob and _AA_NEEDLE not in blob) or not any(
+                    (r.preference is not None or r.judge_aa is not None) and not CONDITION_ALIASES[r.condition]
+                    for r in recs):
                 _ingest_block(st, recs, lineno, file_ix)
                 return
     name = st.names[file_ix]
@@ -446,6 +455,7 @@ _HASH_NEEDLE = b'"hash"'
 #: the exact path read `use_logged` (a superset of the block when it is a view: never a miss)
 _USE_NEEDLE = b'"use_logged"'
 _PREFERENCE_NEEDLE = b'"preference"'
+_AA_NEEDLE = b'"judge_aa"'
 
 
 def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) -> int:
@@ -457,7 +467,8 @@ def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) 
     if not st.saw_hash:  # a memoryview's whole buffer: a superset of the block, never a miss
         st.saw_hash = _HASH_NEEDLE in (blob.obj if isinstance(blob, memoryview) else blob)
     whole = blob.obj if isinstance(blob, memoryview) else blob
-    if st.tables is not None and _USE_NEEDLE not in whole and _PREFERENCE_NEEDLE not in whole:
+    if (st.tables is not None and _USE_NEEDLE not in whole and _PREFERENCE_NEEDLE not in whole
+            and _AA_NEEDLE not in whole):
         cols = _scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables)
         if cols is not None:
             _ingest_scanned(st, cols, blob, lineno, file_ix)

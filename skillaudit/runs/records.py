@@ -29,6 +29,10 @@ ADHERENCE_UNKNOWN = -1
 #: (`preference`), as the reader's int8 codes; PREFERENCE_NONE: not judged
 PREFERENCES = {"win": 1, "tie": 0, "loss": -1}
 PREFERENCE_NONE = -2
+#: the judge's A/A check on the enabled record (`judge_aa`): the same answer judged against itself in
+#: both orders gave a tie (0) or a verdict (1: the judge flipped); JUDGE_AA_NONE: not checked
+JUDGE_AA = {"tie": 0, "flip": 1}
+JUDGE_AA_NONE = -1
 _MIN_CODE_LINE = 16  # shorter lines ("return x", "else:") are too common to prove adherence
 
 
@@ -172,6 +176,7 @@ class _Checked:
         "error",
         "got",
         "inv",
+        "judge_aa",
         "model",
         "preference",
         "task_id",
@@ -243,6 +248,13 @@ def _check_line(line: bytes, where: str) -> _Checked:
             if cond != ENABLED:
                 raise ValueError("'preference' belongs on the enabled record (its answer against the disabled one)")
         out.preference = pref
+        aa = rec.get("judge_aa")
+        if aa is not None:
+            if aa not in JUDGE_AA:
+                raise ValueError(f"'judge_aa' must be tie or flip, got {_describe(aa)}")
+            if cond != ENABLED:
+                raise ValueError("'judge_aa' belongs on the enabled record (beside its preference)")
+        out.judge_aa = aa
     except ValueError as exc:
         raise RunLogError(f"{where}: {exc}") from None
     out.task_id, out.condition, out.correct, out.epoch = tid, cond_raw, correct, epoch
