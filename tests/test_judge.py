@@ -329,3 +329,28 @@ def test_metrics_and_the_report_show_the_judged_outcome_beside_the_judges_flip_r
     assert "## Judged outcome: the answer with skills against the one without" in md
     assert "| default | default | 20 | 8 | 12 | 40 | **+0.20** |" in md
     assert '<h2 id="judged">' in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_prune_rewrites_a_skill_whose_judged_answers_lose(tmp_path):
+    """S106 end to end: b's judged pairs lose (4 wins, 6 ties, 20 losses) while pass/fail shows no
+    flip at all; a's judged pairs are even. prune says rewrite b (S106), with the counts and q."""
+    recs = []
+    for i in range(60):
+        sk = "b" if i % 2 else "a"
+        k = i // 2
+        pref = ("win" if k < 4 else "tie" if k < 10 else "loss") if sk == "b" else ("win", "tie", "loss")[k % 3]
+        recs += [{"task_id": f"t{i}", "condition": "enabled", "correct": True, "retrieved": [sk], "preference": pref},
+                 {"task_id": f"t{i}", "condition": "disabled", "correct": True}]
+    log = tmp_path / "judged.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    for s, d in (("a", "Use for sorting lists."), ("b", "Use for parsing dates.")):
+        (tmp_path / "skills" / s).mkdir(parents=True)
+        (tmp_path / "skills" / s / "SKILL.md").write_text(f"---\nname: {s}\ndescription: {d}\n---\nBody {s}.\n")
+    res = CliRunner().invoke(cli, ["prune", str(log), "--skills", str(tmp_path / "skills"), "--json"])
+    assert res.exit_code == 0, res.output
+    by = {r["skill_id"]: r for r in json.loads(res.output)["recommendations"] if r.get("skill_id")}
+    assert (by["b"]["rule"], by["b"]["action"]) == ("S106", "rewrite") and by["a"]["rule"] != "S106"
+    assert "4 wins, 6 ties, 20 losses over 30 judged tasks" in by["b"]["reason"]
+    from scipy.stats import binomtest
+
+    assert by["b"]["evidence"]["judged"]["p_exact"] == pytest.approx(binomtest(4, 24).pvalue)

@@ -56,6 +56,9 @@ def _row(sid="s", **kw) -> SkillAttribution:
 #: worse than the other entries and below zero: S104's test (with a population whose skills differ)
 _HARMFUL = dict(n_retrieved=40, n_tasks=40, b=0, c=8, net=-8, q_value=0.01, coef=-0.2, coef_ci=(-0.3, -0.1),
                 relative_effect=-0.2, relative_ci=(-0.3, -0.1), relative_q=0.01, relative_p=0.001)
+#: the judged pairs that retrieved it: 3 wins, 4 ties, 13 losses over 20 tasks (S106's test)
+_JUDGED_WORSE = {"wins": 3, "ties": 4, "losses": 13, "n_pairs": 20, "n_tasks": 20, "effect": -0.5,
+                 "ci": [-0.72, -0.19], "p": 0.004, "p_exact": 0.021, "test": "score", "test_exact": "sign"}
 _HELPFUL = dict(b=30, c=5, net=25, q_value=0.001, coef=0.1, coef_ci=(0.05, 0.15), coef_q=0.01)
 
 
@@ -126,6 +129,7 @@ CASES = {
                                 coef_ci=None, identifiable=False, aliases=("x",), alias_coef=-0.2)),
     # worse than the others on the relative test, but the skills do not differ: mask arms decide
     "S105": lambda: _skill(_row(**_HARMFUL), lib=_library("library-wide", "harm")),
+    "S106": lambda: _skill(_row(preference=_JUDGED_WORSE), q_judged={"s": 0.01}),
     # skills do not differ and this one is not reliably worse than the others
     "S502": lambda: _skill(_row(**{**_HARMFUL, "relative_ci": (-0.3, 0.02), "relative_q": 0.3}),
                            lib=_library("library-wide", "harm")),
@@ -445,3 +449,23 @@ def test_update_rules_block_regenerates_the_docs_table(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"{bare}: no <!-- rules:start -->") and err.count("\n") == 1
     assert bare.read_text(encoding="utf-8") == "no markers\n"
+
+
+def test_judged_worse_is_rewritten_and_needs_the_test_the_interval_and_enough_pairs():
+    """S106: the judged pairs that retrieved it lose more than they win -> rewrite, the reason giving
+    the counts, the q and the judge's own A/A flip rate; each missing piece leaves it to S504."""
+    rule, reason, ev = decide_skill(CASES["S106"]())
+    assert (rule.id, rule.action) == ("S106", "rewrite")
+    assert "3 wins, 4 ties, 13 losses over 20 judged tasks, effect -0.50 [-0.72, -0.19]" in reason
+    assert "the judge's own flip rate was not checked" in reason and ev["judged_q"] == 0.01
+    aa = {"checks": 10, "flips": 1, "rate": 0.1, "ci": [0.02, 0.4]}
+    assert "A/A flip rate: 1 of 10 checks" in decide_skill(_skill(_row(preference=_JUDGED_WORSE),
+                                                                  q_judged={"s": 0.01}, judge_aa=aa))[1]
+    for change, facts in (({}, {"q_judged": {"s": 0.2}}), ({"ci": [-0.6, 0.05]}, {"q_judged": {"s": 0.01}}),
+                          ({"n_tasks": 4}, {"q_judged": {"s": 0.01}}),
+                          ({"wins": 1, "losses": 3, "ties": 16}, {"q_judged": {"s": 0.01}})):
+        ctx = _skill(_row(preference={**_JUDGED_WORSE, **change}), **facts)
+        assert decide_skill(ctx)[0].id == "S504", change
+    # harmful on pass/fail already: S104 decides (prune), not S106
+    assert decide_skill(_skill(_row(**_HARMFUL, preference=_JUDGED_WORSE), differ=True,
+                               q_judged={"s": 0.01}))[0].id == "S104"

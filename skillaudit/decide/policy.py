@@ -193,6 +193,10 @@ class Population:
     #: the model's both-ways test (`stats.ExcessFlips.to_dict`) where it holds (`metrics.works_both_ways`;
     #: set by `recommend`)
     both: dict[str, Any] | None = None
+    #: BH q of each skill's judged-outcome exact test (its `preference.p_exact`), over the skills
+    #: with judged pairs; and the judge's own A/A flip figures on this population (or None)
+    q_judged: dict[str, float] = field(default_factory=dict)
+    judge_aa: dict[str, Any] | None = None
     _harmful: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @property
@@ -227,7 +231,25 @@ class Population:
         )
         pop.mixed_counts, pop.q_mixed = pop._excess_discordance(runs, units)
         pop.use_unknown = _use_unknown(runs, rows, offered or {})
+        judged = [(s, a.preference["p_exact"]) for s, a in rows.items()
+                  if a.preference and a.preference.get("p_exact") is not None]
+        if judged:
+            from skillaudit.analysis.metrics import judge_aa_figures
+
+            q = bh_qvalues(np.array([p for _, p in judged], dtype=float))
+            pop.q_judged = {s: float(v) for (s, _), v in zip(judged, q, strict=True)}
+            pop.judge_aa = judge_aa_figures(runs.judge_aa, units)
         return pop
+
+    def judged_worse(self, a: SkillAttribution) -> bool:
+        """The judged pairs that retrieved the skill lose more than they win: its exact task-level
+        test (sign test of wins against losses) at BH q <= q_max over the skills with judged pairs,
+        the score interval of (wins - losses) / judged pairs below 0, at least min_tasks judged
+        tasks and min_discordant wins and losses (S106)."""
+        p, r = a.preference, self.rules
+        return bool(p and p.get("ci") is not None and p["ci"][1] < 0 and p["losses"] > p["wins"]
+                    and p["n_tasks"] >= r.min_tasks and p["wins"] + p["losses"] >= r.min_discordant
+                    and self.q_judged.get(a.skill_id, 1.0) <= r.q_max)
 
     def measured(self, a: SkillAttribution) -> bool:
         """Re-runs with the skill withheld (mask arms) exist: they decide, not co-retrieval."""
@@ -378,6 +400,10 @@ class SkillContext:
     @cached_property
     def mixed(self) -> bool:
         return self.pop.mixed(self.sid)
+
+    @cached_property
+    def judged_worse(self) -> bool:
+        return not self.harmful and self.pop.judged_worse(self.a)
 
     @cached_property
     def worse(self) -> bool:
@@ -727,6 +753,18 @@ def _both_ways_skill(c: SkillContext) -> str:
             f"{both_ways_words(c.pop.both)}: see the library-level recommendation")
 
 
+def _judged_worse(c: SkillContext) -> str:
+    p, aa = c.a.preference or {}, c.pop.judge_aa
+    ci = p.get("ci") or (float("nan"), float("nan"))
+    judge = (f"; the judge's own A/A flip rate: {aa['flips']} of {aa['checks']} checks" if aa
+             else "; the judge's own flip rate was not checked (run --judge-aa)")
+    return (f"the answers that used it lose to the answers without skills: {p.get('wins')} wins, "
+            f"{p.get('ties')} ties, {p.get('losses')} losses over {p.get('n_tasks')} judged tasks, effect "
+            f"{p.get('effect', 0):+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}], exact p {_fmt_q(p.get('p_exact'))}, q "
+            f"{_fmt_q(c.pop.q_judged.get(c.sid))}{judge} (an association: re-runs with it withheld, "
+            "run --arms mask, confirm it); rewrite what it tells the agent to do")
+
+
 def _worse_unconfirmed(c: SkillContext) -> str:
     return (f"associated with more harm than the other entries ({c.rel_txt}; {c.counts}), but "
             f"{c.unconfirmed}: {c.mask_txt}")
@@ -949,6 +987,15 @@ RULES: tuple[Rule, ...] = (
          lambda c: bool(c.unconfirmed), _worse_unconfirmed,
          ("relative_effect", "relative_ci", "relative_q", "coef", "coef_ci", "mask_reruns", *_COUNTS),
          extra=lambda c: {"mask_reruns": c.mask_plan[0], "mask_draws": c.mask_plan[1]}),
+    Rule("S106", "judged-worse", "rewrite",
+         f"Not harmful on pass/fail (S103, S104) nor worse there unconfirmed (S105), but where a judge compared the answers (`preference`), the "
+         f"pairs that retrieved it lose more than they win: exact sign test of wins against losses over tasks, "
+         f"BH q ≤ q_max over the skills with judged pairs, the interval of (wins − losses) / judged pairs below "
+         f"0, at least min_tasks ({_R.min_tasks}) judged tasks and min_discordant ({_R.min_discordant}) wins "
+         "and losses; ties are not flips. The reason gives the judge's own A/A flip rate.",
+         "judged worse than without skills",
+         lambda c: c.judged_worse, _judged_worse, ("judged", "judged_q", *_COUNTS),
+         extra=lambda c: {"judged": c.a.preference, "judged_q": c.pop.q_judged.get(c.sid)}),
     Rule("S201", "mixed", "rewrite",
          f"b and c both ≥ mixed_min ({_R.mixed_min}), the smaller ≥ mixed_ratio ({_R.mixed_ratio:.2f}) of "
          "the flips, and both more rescues among its runs that fail without skills and more harms among "

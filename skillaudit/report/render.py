@@ -513,6 +513,10 @@ def judged_view(groups: list[dict[str, Any]]) -> dict[str, Any]:
     return {"rows": rows, "method": method}
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('s') else 's'}"
+
+
 def judged_lines(audit: Any) -> list[str]:
     """`metrics`' judged-outcome lines (per group with judged pairs); [] without any."""
     view = judged_view([g.to_dict() if hasattr(g, "to_dict") else g for g in audit.metrics.groups])
@@ -522,7 +526,8 @@ def judged_lines(audit: Any) -> list[str]:
 
     out = ["", "Judged outcome, the answer with skills against the one without:"]
     for r in view["rows"]:
-        out += wrap(f"{r['model']} {r['benchmark']}: {r['wins']} wins, {r['ties']} ties, {r['losses']} losses "
+        out += wrap(f"{r['model']} {r['benchmark']}: {_count(r['wins'], 'win')}, {_count(r['ties'], 'tie')}, "
+                    f"{_count(r['losses'], 'loss')} "
                     f"over {r['tasks']} tasks; effect {r['effect']} {r['ci']}, p {pval(r['p'])}, exact p "
                     f"{pval(r['p_exact'])}; judge A/A flips: {r['aa']}", 100, indent="  ")
     return [*out, *wrap(view["method"], 100, indent="")]
