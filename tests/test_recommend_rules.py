@@ -59,6 +59,9 @@ _HARMFUL = dict(n_retrieved=40, n_tasks=40, b=0, c=8, net=-8, q_value=0.01, coef
 #: the judged pairs that retrieved it: 3 wins, 4 ties, 13 losses over 20 tasks (S106's test)
 _JUDGED_WORSE = {"wins": 3, "ties": 4, "losses": 13, "n_pairs": 20, "n_tasks": 20, "effect": -0.5,
                  "ci": [-0.72, -0.19], "p": 0.004, "p_exact": 0.021, "test": "score", "test_exact": "sign"}
+#: tokens with / without skills where it was retrieved: 4x, 1.6x the library's (S107's test)
+_COSTLY = {"ratio": 4.0, "ratio_ci": [3.1, 5.2], "p": 1e-6, "n_tasks": 30, "words": "tokens (prompt + completion)",
+           "relative_ratio": 1.6, "relative_ci": [1.3, 2.0], "relative_p": 1e-4, "relative_q": 0.001}
 _HELPFUL = dict(b=30, c=5, net=25, q_value=0.001, coef=0.1, coef_ci=(0.05, 0.15), coef_q=0.01)
 
 
@@ -130,6 +133,7 @@ CASES = {
     # worse than the others on the relative test, but the skills do not differ: mask arms decide
     "S105": lambda: _skill(_row(**_HARMFUL), lib=_library("library-wide", "harm")),
     "S106": lambda: _skill(_row(preference=_JUDGED_WORSE), q_judged={"s": 0.01}),
+    "S107": lambda: _skill(_row(), efficiency={"s": {"tokens": _COSTLY}}),
     # skills do not differ and this one is not reliably worse than the others
     "S502": lambda: _skill(_row(**{**_HARMFUL, "relative_ci": (-0.3, 0.02), "relative_q": 0.3}),
                            lib=_library("library-wide", "harm")),
@@ -469,3 +473,18 @@ def test_judged_worse_is_rewritten_and_needs_the_test_the_interval_and_enough_pa
     # harmful on pass/fail already: S104 decides (prune), not S106
     assert decide_skill(_skill(_row(**_HARMFUL, preference=_JUDGED_WORSE), differ=True,
                                q_judged={"s": 0.01}))[0].id == "S104"
+
+
+def test_efficiency_harm_needs_both_intervals_and_no_accuracy_effect():
+    """S107: 4x the tokens with skills where it was retrieved, 1.6x the library's on the same
+    benchmarks, no accuracy effect -> rewrite; a ratio interval reaching 1.5, a relative interval
+    reaching 1, a q above q_max, or a clear accuracy effect leave it to the other rules."""
+    rule, reason, ev = decide_skill(CASES["S107"]())
+    assert (rule.id, rule.action) == ("S107", "rewrite") and ev["efficiency"]["measure"] == "tokens"
+    assert "runs with skills used 4.0× the tokens (prompt + completion) of runs without [3.1, 5.2] over 30 tasks" in reason
+    assert "1.60× the library's on the same benchmarks [1.30, 2.00]" in reason
+    for change in ({"ratio_ci": [1.4, 5.2]}, {"relative_ci": [0.9, 2.0]}, {"relative_q": 0.2}):
+        assert decide_skill(_skill(_row(), efficiency={"s": {"tokens": {**_COSTLY, **change}}}))[0].id == "S504"
+    assert decide_skill(_skill(_row(**_HELPFUL), efficiency={"s": {"tokens": _COSTLY}}))[0].id == "S301"
+    # wall time counts too, when tokens do not
+    assert decide_skill(_skill(_row(), efficiency={"s": {"latency_s": {**_COSTLY, "words": "wall time"}}}))[0].id == "S107"

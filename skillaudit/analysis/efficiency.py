@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from skillaudit.stats import bh_qvalues
 from skillaudit.stats.signed_rank import EXACT_MAX, FLIP_MAX, hodges_lehmann, ratio_estimate
 
 SCHEMA = "skillaudit.efficiency/v1"
@@ -152,3 +153,121 @@ def efficiency_doc(table: Any, level: float = 0.95) -> dict[str, Any] | None:
         return None
     return {"schema": SCHEMA, "method": dict(METHOD), "level": level,
             "models": [m.to_dict() for m in efficiency(table, level)]}
+
+
+# ---------------------------------------------------------------- per skill
+#: a cost ratio (enabled / disabled) whose interval lies above this is an efficiency harm (S107, L004)
+RATIO_FLOOR = 1.5
+#: the per-skill measures: tokens (prompt + completion, where usage is logged) and wall time
+SKILL_MEASURES = {"tokens": "tokens (prompt + completion)", "latency_s": "wall time"}
+SKILL_METHOD = ("per skill, the pairs whose enabled run was shown it (its retrieving tasks, the task as the "
+                "unit): ratio: Hodges-Lehmann shift of the per-task log ratios (enabled / disabled), "
+                "exponentiated, with the interval that inverts the Wilcoxon signed-rank test; relative: the same "
+                "on the per-task log ratios minus the median of the model's retrieving tasks of the same "
+                "benchmark (its cost against the library's on the same kind of task), BH q over the screened "
+                "skills")
+
+
+def _model_name(name: Any) -> str:
+    return "default" if name is None else str(name)
+
+
+def skill_efficiency(table: Any, level: float = 0.95, floor: float = RATIO_FLOOR,
+                     min_tasks: int = 5) -> dict[str, dict[str, dict[str, Any]]]:
+    """model -> skill -> {measure: {ratio, ratio_ci, n_tasks, p, library_ratio}} for the skills that
+    could be an efficiency harm: at least `min_tasks` retrieving tasks whose median per-task ratio
+    is above `floor` (the screen is a vectorised median; the intervals are formed only for the skills
+    it keeps, so a large library whose skills cost little costs no interval). `relative_*`: the
+    skill's per-task log ratios against the median of the model's retrieving tasks of the same
+    benchmark (a skill retrieved where every skill costs much is not singled out), BH q over the
+    screened skills of the model and measure."""
+    if table is None:
+        return {}
+    f: dict[str, Any] = table.freeze().frozen
+    en_rec, dis_rec = f["en_rec"], f["dis_rec"]
+    pairs = np.flatnonzero((en_rec >= 0) & (dis_rec >= 0))
+    if pairs.size == 0 or f["shown_rec"].size == 0:
+        return {}
+    en, dis = en_rec[pairs], dis_rec[pairs]
+    n_t = int(f["t"].max()) + 1 if f["t"].size else 1
+    task = f["b"][pairs].astype(np.int64) * n_t + f["t"][pairs]
+    has_u, tok = f["has_u"], f["tok"].astype(np.float64)
+    values = {"tokens": (np.where(has_u[en], tok[en].sum(axis=1), np.nan), np.where(has_u[dis], tok[dis].sum(axis=1), np.nan)),
+              "latency_s": (f["lat"][en], f["lat"][dis])}
+    pair_of = np.full(int(f["n_rec"]), -1, np.int64)
+    pair_of[en] = np.arange(pairs.size)
+    ep = pair_of[f["shown_rec"]]
+    keep = ep >= 0
+    ep, sk = ep[keep], f["shown_skill"][keep].astype(np.int64)
+    models = f["m"][pairs]
+    skills = f["skills"]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for mi in np.unique(models).tolist():
+        per: dict[str, dict[str, Any]] = {}
+        in_m = models[ep] == mi
+        for measure, (on, off) in values.items():
+            ok = (on > 0) & (off > 0) & np.isfinite(on) & np.isfinite(off)
+            e_ok = in_m & ok[ep]
+            p_e, s_e = ep[e_ok], sk[e_ok]
+            if p_e.size == 0:
+                continue
+            # per (skill, task): the task's mean enabled and disabled value over its epochs
+            g_key = s_e * (int(task.max()) + 1) + task[p_e]
+            uk, g = np.unique(g_key, return_inverse=True)
+            g = g.ravel()
+            cnt = np.bincount(g).astype(np.float64)
+            m_on, m_off = np.bincount(g, weights=on[p_e]) / cnt, np.bincount(g, weights=off[p_e]) / cnt
+            g_skill = uk // (int(task.max()) + 1)
+            lr = np.log(m_on) - np.log(m_off)
+            # the yardstick: per benchmark, the median per-task ratio over the model's retrieving tasks
+            retrieving = np.unique(task[p_e])
+            lib_pairs = np.flatnonzero((models == mi) & ok & np.isin(task, retrieving))
+            lib_task, lib_lr = _task_log_ratios(task[lib_pairs], on[lib_pairs], off[lib_pairs])
+            lib_bench = lib_task // n_t
+            med = {int(b): float(np.median(lib_lr[lib_bench == b])) for b in np.unique(lib_bench).tolist()}
+            g_task = uk % (int(task.max()) + 1)
+            centred = lr - np.array([med.get(int(b), 0.0) for b in (g_task // n_t).tolist()])
+            order = np.argsort(g_skill, kind="stable")
+            bounds = np.flatnonzero(np.r_[True, g_skill[order][1:] != g_skill[order][:-1], True])
+            found: list[tuple[str, dict[str, Any]]] = []
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                rows = order[a:b]
+                if rows.size < min_tasks or np.median(lr[rows]) <= np.log(floor):
+                    continue
+                r = ratio_estimate(m_on[rows], m_off[rows], level)
+                rel = hodges_lehmann(centred[rows], level)
+                found.append((str(skills[int(g_skill[rows[0]])]), {
+                    "ratio": r.estimate, "ratio_ci": list(r.ci) if r.ci else None, "p": r.p,
+                    "n_tasks": int(rows.size), "words": SKILL_MEASURES[measure],
+                    "relative_ratio": None if rel.estimate is None else float(np.exp(rel.estimate)),
+                    "relative_ci": [float(np.exp(rel.ci[0])), float(np.exp(rel.ci[1]))] if rel.ci else None,
+                    "relative_p": rel.p}))
+            if found:
+                q = bh_qvalues(np.array([x["relative_p"] for _, x in found], dtype=float))
+                for (sid, x), qv in zip(found, q.tolist(), strict=True):
+                    per.setdefault(sid, {})[measure] = {**x, "relative_q": float(qv)}
+        if per:
+            out[_model_name(f["models"][mi])] = per
+    return out
+
+
+def _task_log_ratios(task: np.ndarray, on: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The tasks and, per task, the log of its mean enabled over its mean disabled value (epochs averaged)."""
+    if task.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    u, g = np.unique(task, return_inverse=True)
+    g = g.ravel()
+    cnt = np.bincount(g).astype(np.float64)
+    return u, np.log(np.bincount(g, weights=on) / cnt) - np.log(np.bincount(g, weights=off) / cnt)
+
+
+def efficiency_harm(fig: dict[str, Any] | None, floor: float = RATIO_FLOOR, q_max: float = 0.10) -> str | None:
+    """The measure (tokens, else wall time) on which a skill is an efficiency harm (`skill_efficiency`):
+    its ratio's interval above `floor`, and its cost above the library's on the same benchmarks
+    (relative interval above 1, BH q <= `q_max`); None when neither is."""
+    for measure in SKILL_MEASURES:
+        x = (fig or {}).get(measure)
+        if (x and x.get("ratio_ci") and x["ratio_ci"][0] > floor and x.get("relative_ci")
+                and x["relative_ci"][0] > 1.0 and x.get("relative_q") is not None and x["relative_q"] <= q_max):
+            return measure
+    return None

@@ -244,9 +244,12 @@ def recommendations_step(a: Audit, say: Progress) -> Audit:
 
     say("recommendations and the projected effect of pruning")
     rep = a.clusters
+    from skillaudit.analysis.efficiency import skill_efficiency
+
     out = recommend(a.runs, _attribution(a), near_duplicates=list(rep.near_duplicates) if rep is not None else None,
                     harmful_clusters=rep.harmful_members() if rep is not None else None,
-                    offered=a.inputs.offered, arms=a.arms)
+                    offered=a.inputs.offered, arms=a.arms,
+                    efficiency=skill_efficiency(a.inputs.cost_table))
     return a.with_("recommendations", out)
 
 

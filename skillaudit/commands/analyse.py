@@ -401,7 +401,8 @@ def prune(runs: tuple[str, ...], skills_path: str | None, attribution: str, mode
                         mid_p=mid_p, regression_boot=n_boot, seed=seed, jobs=jobs, embedder=embedder,
                         near_duplicate_threshold=threshold, skip=("metrics", "efficiency", "cost"),
                         mc_stop=mc_stop == "on")
-    audit = _attribution_flow(runs, skills_path, strict, "recommendations", settings, jobs, offered_fallback=True)
+    audit = _attribution_flow(runs, skills_path, strict, "recommendations", settings, jobs, cost=True,
+                              offered_fallback=True)
     if audit.clusters is not None and audit.clusters.fallback_reason:
         warn(f"the MiniLM model could not be loaded: {audit.clusters.fallback_reason}")
     out = audit.recommendations

@@ -197,6 +197,9 @@ class Population:
     #: with judged pairs; and the judge's own A/A flip figures on this population (or None)
     q_judged: dict[str, float] = field(default_factory=dict)
     judge_aa: dict[str, Any] | None = None
+    #: per skill, its cost ratios with / without skills where it was retrieved (`analysis.efficiency.
+    #: skill_efficiency`, screened: only skills that may be an efficiency harm)
+    efficiency: dict[str, dict[str, Any]] = field(default_factory=dict)
     _harmful: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @property
@@ -404,6 +407,20 @@ class SkillContext:
     @cached_property
     def judged_worse(self) -> bool:
         return not self.harmful and self.pop.judged_worse(self.a)
+
+    @cached_property
+    def efficiency_harm(self) -> str | None:
+        """The measure on which the skill costs much more (`analysis.efficiency.efficiency_harm`) while
+        its accuracy effect is not clear either way (not harmful, helpful or mixed; its task-level
+        test does not reject and its regression interval, where fitted, includes 0); else None."""
+        from skillaudit.analysis.efficiency import efficiency_harm
+
+        a, r = self.a, self.rules
+        if self.harmful or self.helpful or self.mixed or (a.q_value is not None and a.q_value <= r.q_max):
+            return None
+        if a.coef_ci is not None and (a.coef_ci[0] > 0 or a.coef_ci[1] < 0):
+            return None
+        return efficiency_harm(self.pop.efficiency.get(self.sid), q_max=r.q_max)
 
     @cached_property
     def worse(self) -> bool:
@@ -765,6 +782,17 @@ def _judged_worse(c: SkillContext) -> str:
             "run --arms mask, confirm it); rewrite what it tells the agent to do")
 
 
+def _efficiency_harm(c: SkillContext) -> str:
+    m = c.efficiency_harm or ""
+    x = c.pop.efficiency.get(c.sid, {}).get(m, {})
+    ci, rci = x.get("ratio_ci") or (float("nan"),) * 2, x.get("relative_ci") or (float("nan"),) * 2
+    return (f"where it was retrieved, runs with skills used {x.get('ratio', float('nan')):.1f}× the {x.get('words', m)} "
+            f"of runs without [{ci[0]:.1f}, {ci[1]:.1f}] over {x.get('n_tasks')} tasks, "
+            f"{x.get('relative_ratio', float('nan')):.2f}× the library's on the same benchmarks "
+            f"[{rci[0]:.2f}, {rci[1]:.2f}], q {_fmt_q(x.get('relative_q'))}, with no clear accuracy effect "
+            f"({c.counts}): shorten it or narrow when it is retrieved")
+
+
 def _worse_unconfirmed(c: SkillContext) -> str:
     return (f"associated with more harm than the other entries ({c.rel_txt}; {c.counts}), but "
             f"{c.unconfirmed}: {c.mask_txt}")
@@ -996,6 +1024,17 @@ RULES: tuple[Rule, ...] = (
          "judged worse than without skills",
          lambda c: c.judged_worse, _judged_worse, ("judged", "judged_q", *_COUNTS),
          extra=lambda c: {"judged": c.a.preference, "judged_q": c.pop.q_judged.get(c.sid)}),
+    Rule("S107", "efficiency-harm", "rewrite",
+         f"No clear accuracy effect (not harmful, helpful or mixed; its task-level test does not reject and its "
+         f"regression interval includes 0), but where it was retrieved runs cost much more with skills than "
+         f"without: the interval of its token (else wall-time) ratio enabled / disabled (Hodges-Lehmann of the "
+         f"per-task log ratios) lies above 1.5, and above the library's on the same benchmarks (relative "
+         f"interval above 1, BH q ≤ q_max over the screened skills), with at least min_tasks ({_R.min_tasks}) "
+         "tasks.",
+         "costs more for no accuracy gain",
+         lambda c: c.efficiency_harm is not None, _efficiency_harm, ("efficiency", *_COUNTS),
+         extra=lambda c: {"efficiency": {"measure": c.efficiency_harm,
+                                         **c.pop.efficiency.get(c.sid, {}).get(c.efficiency_harm or "", {})}}),
     Rule("S201", "mixed", "rewrite",
          f"b and c both ≥ mixed_min ({_R.mixed_min}), the smaller ≥ mixed_ratio ({_R.mixed_ratio:.2f}) of "
          "the flips, and both more rescues among its runs that fail without skills and more harms among "

@@ -318,10 +318,12 @@ def _recommend_one(
     cluster_of: dict[str, list[str]],
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
     facts: _ModelFacts | None = None,
+    efficiency: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Recommendation]:
     """Per-skill recommendations for one population (one model, or all pooled): the first skill
     rule (`policy.RULES`) that holds decides each."""
     pop = Population.from_runs(runs, attribution, rules, partner, cluster_of, offered)
+    pop.efficiency = efficiency or {}
     if facts is not None:
         pop.selection = facts.selection
         pop.both = facts.both["both_ways"] if facts.both is not None and works_both_ways(facts.both) else None
@@ -418,6 +420,7 @@ def recommend(
     rules: Rules | None = None,
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] | None = None,
     arms: Any = None,
+    efficiency: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> PruneResult:
     """Library-level and per-skill recommendations plus the projected RAE/OAE without the prune set.
 
@@ -429,6 +432,8 @@ def recommend(
     elsewhere, are "use not logged" instead of "unused". `arms` (`ArmRecords` of these runs):
     where retrieval follows failure on a model without control arms (`CONTROL_ARMS`) among them,
     its prunes, rewrites and library actions become "verify with control arms" (S100, L000).
+    `efficiency` (`analysis.efficiency.skill_efficiency`: model -> skill -> cost ratios) lets S107
+    name a skill that costs much more with and without it, for no accuracy effect.
     """
     rules = rules or Rules()
     ma = _as_models(attribution)
@@ -450,7 +455,8 @@ def recommend(
         m = res.model or "*"
         sub = runs if m == "*" or m not in runs.models else runs.select(model=m)
         facts[m] = _model_facts(sub, m, controlled)
-        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of, offered, facts[m])
+        per_model[m] = _recommend_one(sub, res, rules, partner, cluster_of, offered, facts[m],
+                                      (efficiency or {}).get(m))
         rows[m] = {a.skill_id: a for a in res.skills}
     skill_recs = _combine(per_model, rows)
     net_of = {sid: min(a.net for r in rows.values() if (a := r.get(sid)) is not None)

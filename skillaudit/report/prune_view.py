@@ -63,6 +63,8 @@ KEY_FIGURE: dict[str, Callable[[dict[str, Any]], str]] = {
                         f"{_q(ev.get('relative_q'))}; ~{ev.get('mask_reruns', 0):,} mask re-runs"),
     "S106": lambda ev: (f"judged {(ev.get('judged') or {}).get('wins', 0)}-{(ev.get('judged') or {}).get('ties', 0)}-"
                         f"{(ev.get('judged') or {}).get('losses', 0)} (win-tie-loss){_q(ev.get('judged_q'))}"),
+    "S107": lambda ev: (f"{(ev.get('efficiency') or {}).get('ratio', 0):.1f}× "
+                        f"{(ev.get('efficiency') or {}).get('measure', '')} with vs without"),
     "S201": _flips,
     "S202": _flips,
     "S301": lambda ev: f"{_pp(ev.get('coef'))}{_ci(ev.get('coef_ci'))}; {_flips(ev)}",
