@@ -75,6 +75,9 @@ def test_real_minimax_jobs_show_token_and_time_differences(tmp_path):
     assert got["prompt_tokens"]["logged"] and got["prompt_tokens"]["n_tasks"] >= 8
     assert got["latency_s"]["logged"] and got["latency_s"]["n_pairs"] == 17
     assert got["completion_tokens"]["logged"] is False
+    # cached input tokens apart from the fresh ones (Harbor's n_cache_tokens); no cost in these files: no row
+    assert got["cached_tokens"]["logged"] and got["cached_tokens"]["n_pairs"] == got["prompt_tokens"]["n_pairs"]
+    assert "cost_usd" not in got
     # the with-skills job ran 9 of its trials at timeout multiplier 4, the without-skills one all at 2
     assert got["latency_s"]["timeouts"].startswith("the conditions ran under different time limits: with skills "
                                                    "timeout x4 (9), timeout x2 (8); without timeout x2 (17)")
@@ -136,3 +139,54 @@ def test_a_graded_score_gets_its_paired_difference_where_records_carry_one(tmp_p
     log.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "score"}) + "\n" for r in recs))
     doc = json.loads(CliRunner().invoke(cli, ["metrics", str(log), "--bootstrap", "0", "--json"]).stdout)
     assert "score" not in {m["measure"] for m in doc["efficiency"]["models"][0]["measures"]}
+
+
+def test_cached_tokens_and_cost_are_paired_where_logged(tmp_path):
+    """`usage.cached_tokens` (or OpenAI's `prompt_tokens_details.cached_tokens`) and `meta.cost_usd`
+    get their own paired rows; a model that logs neither gets no row for them."""
+    recs = []
+    for t in range(10):
+        for cond, f in (("enabled", 2.0), ("disabled", 1.0)):
+            usage = {"prompt_tokens": int(1000 * f) + t, "completion_tokens": 10}
+            usage.update({"cached_tokens": int(600 * f) + t} if t % 2 else
+                         {"prompt_tokens_details": {"cached_tokens": int(600 * f) + t}})
+            recs.append({"task_id": f"t{t}", "condition": cond, "correct": True, "model": "m",
+                         "meta": {"usage": usage, "cost_usd": round(0.01 * f + 0.001 * t, 5)}})
+            recs.append({"task_id": f"t{t}", "condition": cond, "correct": True, "model": "plain",
+                         "meta": {"usage": {"prompt_tokens": 100, "completion_tokens": 5}}})
+    log = tmp_path / "runs.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(log), "--bootstrap", "0", "--json"]).stdout)
+    by = {m["model"]: {x["measure"]: x for x in m["measures"]} for m in doc["efficiency"]["models"]}
+    assert by["m"]["cached_tokens"]["difference"] == pytest.approx(600) and by["m"]["cached_tokens"]["n_tasks"] == 10
+    assert by["m"]["cost_usd"]["difference"] == pytest.approx(0.01) and by["m"]["cost_usd"]["ratio"] > 1.5
+    assert "cached_tokens" not in by["plain"] and "cost_usd" not in by["plain"]
+    res = CliRunner().invoke(cli, ["metrics", str(log), "--bootstrap", "0"])
+    assert "m: cost +$0.0100 , ratio 1.71× [1.59, 1.83]" in res.output and "$0.0245 with vs $0.0145 without" in res.output
+
+
+CLAUDE = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "harbor" / "claude-code"
+
+
+@pytest.mark.skipif(not CLAUDE.is_dir(), reason="../shared/data/real is absent")
+def test_real_claude_code_trials_take_tokens_cost_and_turns_from_claude_codes_result_event(tmp_path):
+    """Harbor left these trials' agent_result null; Claude Code's own final `result` event carries
+    usage, total_cost_usd and num_turns: the records keep them and the efficiency table pairs them."""
+    out = tmp_path / "cc.jsonl"
+    res = CliRunner().invoke(cli, ["import", "harbor", str(CLAUDE / "main-with-skills-pass2"),
+                                   str(CLAUDE / "main-without-skills-pass2"), "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    for r in recs:
+        folder = Path(r["meta"]["source"]).parent
+        ev = [json.loads(x) for x in (folder / "agent" / "claude-code.txt").read_text().splitlines()
+              if '"type":"result"' in x][-1]
+        u = ev["usage"]
+        assert r["meta"]["usage"] == {"prompt_tokens": u["input_tokens"] + u["cache_creation_input_tokens"]
+                                      + u["cache_read_input_tokens"], "completion_tokens": u["output_tokens"],
+                                      "cached_tokens": u["cache_read_input_tokens"]}
+        assert r["meta"]["cost_usd"] == pytest.approx(ev["total_cost_usd"]) and r["meta"]["turns"] == ev["num_turns"]
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(out), "--bootstrap", "0", "--json"]).stdout)
+    got = {m["measure"]: m for m in doc["efficiency"]["models"][0]["measures"]}
+    assert all(got[k]["logged"] and got[k]["n_tasks"] == 2 for k in
+               ("prompt_tokens", "cached_tokens", "completion_tokens", "cost_usd", "turns", "latency_s"))

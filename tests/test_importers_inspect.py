@@ -335,3 +335,14 @@ def test_importer_arm_names_are_skillaudits() -> None:
     from skillaudit.importers import _common
 
     assert _common.ENABLED_ARMS == counterfactual.ENABLED_ARMS and _common.DISABLED_ARMS == counterfactual.DISABLED_ARMS
+
+
+def test_usage_and_time_are_kept_for_the_efficiency_table(inspect_logs: tuple[str, str]) -> None:
+    """Inspect's per-sample `model_usage` (summed over the model calls) and `total_time` become
+    meta.usage and meta.latency_s: an enabled sample that called the tool made two model calls."""
+    records, _ = import_inspect([inspect_logs[0]], [inspect_logs[1]])
+    recs = _by_key(records)
+    assert recs[("add", "enabled")]["meta"]["usage"] == {"prompt_tokens": 20, "completion_tokens": 4}
+    assert recs[("add", "disabled")]["meta"]["usage"] == {"prompt_tokens": 10, "completion_tokens": 2}
+    assert recs[("sub", "enabled")]["meta"]["usage"] == {"prompt_tokens": 10, "completion_tokens": 2}
+    assert all(r["meta"]["latency_s"] >= 0 for r in records)

@@ -26,7 +26,10 @@ SCHEMA = "skillaudit.efficiency/v1"
 #: measure -> (its words, its unit)
 MEASURES = {"score": ("graded score (the record's `score`, e.g. a verifier reward)", "points"),
             "prompt_tokens": ("prompt tokens (cached included)", "tokens"),
+            "cached_tokens": ("cached prompt tokens (of the prompt tokens)", "tokens"),
             "completion_tokens": ("completion tokens", "tokens"),
+            "cost_usd": ("cost", "USD"),
+            "turns": ("agent turns", "turns"),
             "latency_s": ("wall time", "s")}
 METHOD = {"unit": "the task (its epochs' differences averaged)",
           "difference": "Hodges-Lehmann shift of the per-task differences (enabled - disabled); interval: the "
@@ -75,6 +78,10 @@ class ModelEfficiency:
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "measures": [m.to_dict() for m in self.measures]}
+
+
+#: measures reported only where logged (most producers log neither; "not logged" for them is noise)
+_WHERE_LOGGED = ("score", "cached_tokens", "cost_usd", "turns")
 
 
 def _not_logged(measure: str, n_pairs: int = 0) -> MeasureEffect:
@@ -130,7 +137,10 @@ def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
     values = {
         "score": (score[en], score[dis]),
         "prompt_tokens": (np.where(has_u[en], tok[en, 0], np.nan), np.where(has_u[dis], tok[dis, 0], np.nan)),
+        "cached_tokens": (f["cached"][en], f["cached"][dis]),
         "completion_tokens": (np.where(has_u[en], tok[en, 1], np.nan), np.where(has_u[dis], tok[dis, 1], np.nan)),
+        "cost_usd": (f["usd"][en], f["usd"][dis]),
+        "turns": (f["turns"][en], f["turns"][dis]),
         "latency_s": (lat[en], lat[dis]),
     }
     out = []
@@ -141,7 +151,7 @@ def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
         effects = [_effect(name, key[sel], on[sel], off[sel], level) for name, (on, off) in values.items()]
         limits = _timeouts(f["timeouts"], tmo[en[sel]], tmo[dis[sel]])
         effects = [replace(e, timeouts=limits) if e.measure == "latency_s" and e.logged and limits else e
-                   for e in effects if e.measure != "score" or e.logged]  # a score only where graded
+                   for e in effects if e.measure not in _WHERE_LOGGED or e.logged]  # a score only where graded
         name = f["models"][mi]  # as logged; a record without one is the readers' "default"
         out.append(ModelEfficiency("default" if name is None else str(name), tuple(effects)))
     return out

@@ -419,11 +419,79 @@ def _seconds(start: Any, end: Any) -> float | None:
     return round(secs, 3) if secs >= 0 else None
 
 
-def _efficiency_meta(d: dict[str, Any]) -> dict[str, Any]:
+#: what is read of a Claude Code log for its final `result` event (the last lines of a long log)
+_CLAUDE_TAIL = 1 << 20
+
+
+def _count(d: dict[str, Any], key: str) -> int | None:
+    v = d.get(key)
+    return v if type(v) is int and v >= 0 else None
+
+
+def claude_code_usage(folder: str | None) -> dict[str, Any]:
+    """What Claude Code's own final `result` event (agent/claude-code.txt, stream-json) says the run
+    cost, as record `meta`: `usage` (prompt tokens = input + cache creation + cache read, of which
+    `cached_tokens` = cache read; completion = output tokens), `cost_usd` (total_cost_usd), `turns`
+    (num_turns) and `latency_s` (duration_ms); {} without such an event. Only the last MiB is read."""
+    if folder is None:
+        return {}
+    path = os.path.join(folder, "agent", "claude-code.txt")
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - _CLAUDE_TAIL))
+            tail = fh.read()
+    except OSError:
+        return {}
+    import orjson
+
+    for line in reversed(tail.splitlines()):
+        if b'"result"' not in line:
+            continue
+        try:
+            ev = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(ev, dict) or ev.get("type") != "result":
+            continue
+        out: dict[str, Any] = {}
+        u = ev.get("usage") if isinstance(ev.get("usage"), dict) else {}
+
+        parts = [_count(u, k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+        if parts[0] is not None:
+            usage = {"prompt_tokens": sum(p or 0 for p in parts)}
+            out_tok = _count(u, "output_tokens")
+            if out_tok is not None:
+                usage["completion_tokens"] = out_tok
+            if parts[2] is not None:
+                usage["cached_tokens"] = parts[2]
+            out["usage"] = usage
+        for key, name, scale in (("total_cost_usd", "cost_usd", 1.0), ("duration_ms", "latency_s", 1e-3),
+                                 ("num_turns", "turns", 1.0)):
+            v = ev.get(key)
+            if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0:
+                out[name] = int(v) if name == "turns" else float(v) if name == "cost_usd" else round(v * scale, 3)
+        return out
+    return {}
+
+
+def _efficiency_meta(d: dict[str, Any], folder: str | None = None) -> dict[str, Any]:
     """What a trial's result.json says it cost, as record `meta`: `usage` (prompt tokens =
     `n_input_tokens`, of which `cached_tokens` = `n_cache_tokens`; completion tokens =
     `n_output_tokens`), `cost_usd`, and `latency_s`, the agent's own wall time (agent_execution
-    started to finished). Fields the trial leaves null are left out (not logged, never 0)."""
+    started to finished). Fields the trial leaves null are left out (not logged, never 0); where
+    Harbor left tokens or cost null, Claude Code's own final `result` event fills them
+    (`claude_code_usage`), and gives the agent's turns."""
+    out = _result_json_meta(d)
+    agent = claude_code_usage(folder)
+    for key in ("usage", "cost_usd", "latency_s", "turns"):
+        if key not in out and key in agent:
+            out[key] = agent[key]
+    return out
+
+
+def _result_json_meta(d: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     ar = d.get("agent_result") if isinstance(d.get("agent_result"), dict) else {}
 
@@ -592,7 +660,7 @@ def import_harbor(
         if score is not None:  # the graded outcome (partial credit, a judge's score): `correct` is score >= threshold
             rec["score"] = score
         meta: dict[str, Any] = {"source": t.path, "trial": tname, "side_from": f"{t.how} ({t.detail})",
-                                **_efficiency_meta(t.data)}
+                                **_efficiency_meta(t.data, t.folder)}
         exc = _exception(t.data)
         if exc is not None:
             meta["exception"] = exc

@@ -15,6 +15,7 @@ Needs the `inspect` extra (`pip install 'skillaudit[inspect]'`); it is imported 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,8 @@ def _add_sample(sample: Any, path: str, side: str, pairer: Pairer, model: str, b
     if completion:
         record["answer"] = completion
     raw = value if isinstance(value, (str, int, float, bool)) else str(value)
-    record["meta"] = {"source": path, "scorer": name if sub is None else f"{name}:{sub}", "score": raw}
+    record["meta"] = {"source": path, "scorer": name if sub is None else f"{name}:{sub}", "score": raw,
+                      **usage_meta(sample)}
     if arm is not None:
         sample_meta = sample.metadata if isinstance(getattr(sample, "metadata", None), dict) else {}
         for k in ARM_META_KEYS:
@@ -232,6 +234,45 @@ def _add_sample(sample: Any, path: str, side: str, pairer: Pairer, model: str, b
         pairer.add_arm(arm, condition, key, record, where)
         return
     pairer.add(condition, key, record, where)
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int and v >= 0 else None
+
+
+def usage_meta(sample: Any) -> dict[str, Any]:
+    """What the sample cost, as record `meta`, summed over the models it called (`model_usage`):
+    `usage` (prompt tokens = total - output, cached included whatever the provider's convention;
+    `cached_tokens` = cache reads; completion = output tokens), `cost_usd` (`total_cost`, where
+    Inspect priced it) and `latency_s` (`total_time`). A field no model logged is left out."""
+    out: dict[str, Any] = {}
+    prompt = completion = cached = 0
+    have_tokens = have_cached = False
+    cost, have_cost = 0.0, False
+    for u in (getattr(sample, "model_usage", None) or {}).values():
+        if u is None:
+            continue
+        total, output = _int(getattr(u, "total_tokens", None)), _int(getattr(u, "output_tokens", None))
+        inp = _int(getattr(u, "input_tokens", None))
+        if output is not None and (total or inp is not None):
+            have_tokens = True
+            prompt += total - output if total and total >= output else (inp or 0)
+            completion += output
+        c = _int(getattr(u, "input_tokens_cache_read", None))
+        if c is not None:
+            have_cached, cached = True, cached + c
+        tc = getattr(u, "total_cost", None)
+        if isinstance(tc, (int, float)) and not isinstance(tc, bool) and math.isfinite(tc) and tc >= 0:
+            have_cost, cost = True, cost + float(tc)
+    if have_tokens:
+        out["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                        **({"cached_tokens": cached} if have_cached else {})}
+    if have_cost:
+        out["cost_usd"] = round(cost, 8)
+    t = getattr(sample, "total_time", None)
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0:
+        out["latency_s"] = round(float(t), 3)
+    return out
 
 
 def _pick_scorer(scores: dict[str, Any], scorer: str | None) -> tuple[str | None, str | None]:

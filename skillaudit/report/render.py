@@ -447,10 +447,12 @@ def qty(x: float | None, unit: str = "", signed_: bool = False) -> str:
     """A measure's value in its unit: tokens as whole numbers, seconds to 0.1, '–' for none."""
     if x is None:
         return "–"
-    if unit == "tokens":
+    if unit in ("tokens", "turns"):
         return f"{x:+,.0f}" if signed_ else f"{x:,.0f}"
     if unit == "points":
         return f"{x:+.3f}" if signed_ else f"{x:.3f}"
+    if unit == "USD":
+        return f"{'-' if x < 0 else '+' if signed_ else ''}${abs(x):,.4f}"
     return f"{x:+,.1f} {unit}".strip() if signed_ else f"{x:,.1f} {unit}".strip()
 
 

@@ -26,6 +26,16 @@ def _shown(rec: dict[str, Any]) -> list[str]:
     return out
 
 
+def _cached_of(u: Any) -> float:
+    """Cached prompt tokens (`cached_tokens`, or OpenAI's `prompt_tokens_details.cached_tokens`), nan if not logged."""
+    if not isinstance(u, dict):
+        return np.nan
+    c = u.get("cached_tokens")
+    if c is None and isinstance(u.get("prompt_tokens_details"), dict):
+        c = u["prompt_tokens_details"].get("cached_tokens")
+    return float(c) if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else np.nan
+
+
 def _usage_of(u: Any) -> tuple[int, int] | None:
     if not isinstance(u, dict) or not isinstance(u.get("prompt_tokens"), int):
         return None
@@ -64,10 +74,11 @@ _GET = {f: attrgetter(f) for f in (*_FIELDS, "meta")}
 
 
 class _Meta:
-    __slots__ = ("latency_s", "timeout", "usage")
+    __slots__ = ("cost_usd", "latency_s", "timeout", "turns", "usage")
 
     def __init__(self, meta: dict[str, Any]) -> None:
         self.usage, self.latency_s, self.timeout = meta.get("usage"), meta.get("latency_s"), meta.get("timeout")
+        self.cost_usd, self.turns = meta.get("cost_usd"), meta.get("turns")
 
 
 class _Rec:
@@ -103,7 +114,8 @@ class CostTable:
         self.skills = _Ids()
         self.timeouts = _Ids()  # `meta.timeout` labels (what limited the run's time), None first-seen too
         self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("m", "b", "t", "e", "cond", "ok", "hu", "tok",
-                                                                  "lat", "tmo", "score", "srec", "sskill")}
+                                                                  "lat", "tmo", "score", "srec", "sskill",
+                                                                  "cached", "usd", "turns")}
         self.n = 0
         self._pending: list[_Rec] = []
 
@@ -134,6 +146,9 @@ class CostTable:
         c["hu"].append(np.fromiter(map(is_not, usage, repeat(None)), bool, n))
         c["tok"].append(np.fromiter(chain.from_iterable(u or _NO_USAGE for u in usage), np.int64, 2 * n).reshape(n, 2))
         c["lat"].append(np.fromiter(map(_latency_of, metas), np.float64, n))
+        c["cached"].append(np.fromiter((np.nan if m is None else _cached_of(m.usage) for m in metas), np.float64, n))
+        c["usd"].append(np.fromiter((np.nan if m is None else _number(m.cost_usd) for m in metas), np.float64, n))
+        c["turns"].append(np.fromiter((np.nan if m is None else _number(m.turns) for m in metas), np.float64, n))
         c["score"].append(np.fromiter((_number(r.score) for r in main), np.float64, n))
         tmo = self.timeouts
         c["tmo"].append(np.fromiter((tmo[m.timeout if m is not None and isinstance(m.timeout, str) else None]
@@ -206,7 +221,8 @@ class CostTable:
             "en_rec": en_rec, "dis_rec": dis_rec, "correct": joined("ok", bool), "has_u": joined("hu", bool),
             "tok": joined("tok", np.int64, (2,)), "lat": joined("lat", np.float64), "n_rec": self.n,
             "timeout": joined("tmo", np.int64), "timeouts": list(self.timeouts),
-            "score": joined("score", np.float64),
+            "score": joined("score", np.float64), "cached": joined("cached", np.float64),
+            "usd": joined("usd", np.float64), "turns": joined("turns", np.float64),
             "shown_rec": joined("srec", np.int64), "shown_skill": joined("sskill", np.int64),
             "skills": list(self.skills),
         }

@@ -218,6 +218,8 @@ if msgspec is not None:
         usage: Any = None
         latency_s: Any = None
         timeout: Any = None
+        cost_usd: Any = None
+        turns: Any = None
 
     class _CostRec(msgspec.Struct, gc=False):  # the fields the cost figures read, as they are logged
         model: Any = None
