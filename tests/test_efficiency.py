@@ -114,6 +114,9 @@ def test_the_report_and_metrics_show_the_efficiency_table_with_its_method(tmp_pa
     assert "## Efficiency: tokens and time with vs without skills" in md
     assert doc["efficiency"]["method"]["test"] in md  # the words the estimator carries
     assert "| wall time |" in md and "completion tokens" in md.split("## Efficiency")[1].split("##")[0]
+    assert "![Cost ratios with vs without skills](figures/efficiency.png)" in md
+    assert (rep / "figures" / "efficiency.png").read_bytes().startswith(b"\x89PNG")
+    assert "Cost ratios with vs without skills" in (rep / "report.html").read_text()
     text = CliRunner().invoke(cli, ["metrics", str(out), "--bootstrap", "100"], terminal_width=200).output
     assert "Efficiency, with minus without skills:" in text and "wall time" in text
 
@@ -190,3 +193,14 @@ def test_real_claude_code_trials_take_tokens_cost_and_turns_from_claude_codes_re
     got = {m["measure"]: m for m in doc["efficiency"]["models"][0]["measures"]}
     assert all(got[k]["logged"] and got[k]["n_tasks"] == 2 for k in
                ("prompt_tokens", "cached_tokens", "completion_tokens", "cost_usd", "turns", "latency_s"))
+
+
+def test_the_efficiency_figure_is_drawn_only_where_a_ratio_is():
+    from skillaudit.report.figures import efficiency_ratios
+
+    assert efficiency_ratios(None) is None and efficiency_ratios({"models": []}) is None
+    doc = {"models": [{"model": "m", "measures": [
+        {"measure": "prompt_tokens", "words": "prompt tokens", "logged": True, "ratio": 9.7, "ratio_ci": [9.0, 12.4]},
+        {"measure": "score", "words": "graded score", "logged": True, "ratio": None, "ratio_ci": None},
+        {"measure": "completion_tokens", "words": "completion tokens", "logged": False, "ratio": None}]}]}
+    assert efficiency_ratios(doc).startswith(b"\x89PNG")

@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Polygon
+from matplotlib.ticker import NullFormatter
 
 from skillaudit.util.term import clean
 
@@ -326,8 +327,46 @@ def figure1(groups: Sequence[dict[str, Any]], title: str | None = None) -> bytes
     return _png(fig)
 
 
+# ---------------------------------------------------------------- efficiency ratios
+def efficiency_ratios(efficiency: dict[str, Any] | None) -> bytes | None:
+    """Per model and logged cost measure, the ratio with / without skills and its interval (log
+    scale; 1 = no change, the dotted line at 1.5 is the efficiency rule's floor)."""
+    from skillaudit.analysis.efficiency import RATIO_FLOOR
+
+    rows = [(m["model"], x) for m in (efficiency or {}).get("models", []) for x in m["measures"]
+            if x.get("logged") and x.get("ratio") is not None and x["ratio"] > 0][:24]
+    if not rows:
+        return None
+    fig = _figure(7.2, 0.9 + 0.32 * len(rows))
+    ax = fig.add_subplot(1, 1, 1)
+    for i, (_, x) in enumerate(rows):
+        y = len(rows) - 1 - i
+        ci = x.get("ratio_ci")
+        colour = RED if ci and ci[0] > RATIO_FLOOR else BLUE if ci and ci[1] < 1 else GREY
+        if ci and ci[0] > 0:
+            ax.plot([ci[0], ci[1]], [y, y], color=colour, lw=2, solid_capstyle="butt")
+        ax.plot([x["ratio"]], [y], "o", color=colour, ms=5)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([_short(f"{m}: {x['words']}", 60) for m, x in reversed(rows)], fontsize=7.5)
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    lo, hi = min(lo, 0.9), max(hi, RATIO_FLOOR * 1.1)
+    ax.set_xlim(lo, hi)
+    ticks = [t for t in (0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 50, 100) if lo <= t <= hi]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}×" for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.axvline(1.0, color=DARK, lw=0.8)
+    ax.axvline(RATIO_FLOOR, color=RED, lw=0.8, ls=":")
+    ax.set_xlabel("with skills / without (per-task ratio, Hodges-Lehmann, 95% CI; log scale)", fontsize=8.5)
+    ax.set_title("What the skills cost: tokens, money, turns and time with vs without", fontsize=10, loc="left")
+    _style(ax)
+    return _png(fig)
+
+
 # ---------------------------------------------------------------- all of them
 FIGURES = {
+    "efficiency.png": "Cost ratios with vs without skills",
     "skill_net.png": "Net rescues per skill",
     "decomposition.png": "OAE → RAE decomposition",
     "funnel.png": "Stage funnel",
@@ -344,6 +383,7 @@ def render_all(doc: dict[str, Any]) -> dict[str, bytes]:
         "decomposition.png": decomposition(doc["metrics"]),
         "funnel.png": funnel(doc["metrics"]),
         "embedding_map.png": embedding_map(doc.get("clusters"), doc["skills"]),
+        "efficiency.png": efficiency_ratios(doc.get("efficiency")),
     }
     pooled = _pooled_groups(doc["metrics"])
     if len(pooled) >= 2:
