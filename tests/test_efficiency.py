@@ -204,3 +204,34 @@ def test_the_efficiency_figure_is_drawn_only_where_a_ratio_is():
         {"measure": "score", "words": "graded score", "logged": True, "ratio": None, "ratio_ci": None},
         {"measure": "completion_tokens", "words": "completion tokens", "logged": False, "ratio": None}]}]}
     assert efficiency_ratios(doc).startswith(b"\x89PNG")
+
+
+def test_rank_gives_each_skill_its_paired_score_difference_where_records_are_graded(tmp_path):
+    """Graded outcomes per skill: over the pairs whose enabled run was shown the skill, epochs
+    averaged per task, the Hodges-Lehmann shift of enabled - disabled with its signed-rank p."""
+    rng = np.random.default_rng(3)
+    recs, diffs = [], {"a": [], "b": []}
+    for t in range(24):
+        sk = "a" if t % 2 else "b"
+        per = []
+        for e in (1, 2):
+            s_on, s_off = float(rng.uniform(0.3, 1.0)) if sk == "a" else 0.2, float(rng.uniform(0.0, 0.5))
+            per.append(s_on - s_off)
+            recs += [{"task_id": f"t{t}", "epoch": e, "condition": "enabled", "correct": s_on >= 0.5, "score": s_on,
+                      "retrievals": [{"query": "q", "skills": [{"id": sk, "score": 1.0}]}]},
+                     {"task_id": f"t{t}", "epoch": e, "condition": "disabled", "correct": s_off >= 0.5, "score": s_off}]
+        diffs[sk].append(np.mean(per))
+    log = tmp_path / "runs.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    lib = tmp_path / "skills"
+    for s in "ab":
+        (lib / s).mkdir(parents=True)
+        (lib / s / "SKILL.md").write_text(f"---\nname: {s}\ndescription: Use for {s}.\n---\nDo {s}.\n")
+    res = CliRunner().invoke(cli, ["rank", str(log), "--skills", str(lib), "--json", "--bootstrap", "0"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)["skill_scores"]["default"]
+    for sk in "ab":
+        want = hodges_lehmann(np.array(diffs[sk]))
+        assert got[sk]["n_tasks"] == 12 and got[sk]["difference"] == pytest.approx(want.estimate)
+        assert got[sk]["p"] == pytest.approx(want.p) and got[sk]["difference_ci"] == pytest.approx(list(want.ci))
+    assert got["a"]["difference"] > 0 > got["b"]["difference"]

@@ -281,3 +281,56 @@ def efficiency_harm(fig: dict[str, Any] | None, floor: float = RATIO_FLOOR, q_ma
                 and x["relative_ci"][0] > 1.0 and x.get("relative_q") is not None and x["relative_q"] <= q_max):
             return measure
     return None
+
+
+def skill_scores(table: Any, level: float = 0.95, min_tasks: int = 5) -> dict[str, dict[str, dict[str, Any]]]:
+    """model -> skill -> the paired graded-score difference (enabled - disabled) over the pairs whose
+    enabled run was shown the skill, the task as the unit (epochs averaged): Hodges-Lehmann shift with
+    the signed-rank interval and p, as per model (`efficiency`); skills with at least `min_tasks`
+    such tasks, and only where both records of pairs carry a `score`. {} without scores."""
+    if table is None:
+        return {}
+    f: dict[str, Any] = table.freeze().frozen
+    en_rec, dis_rec = f["en_rec"], f["dis_rec"]
+    pairs = np.flatnonzero((en_rec >= 0) & (dis_rec >= 0))
+    if pairs.size == 0 or f["shown_rec"].size == 0:
+        return {}
+    en, dis = en_rec[pairs], dis_rec[pairs]
+    on, off = f["score"][en], f["score"][dis]
+    ok = np.isfinite(on) & np.isfinite(off)
+    if not ok.any():
+        return {}
+    n_t = int(f["t"].max()) + 1 if f["t"].size else 1
+    task = f["b"][pairs].astype(np.int64) * n_t + f["t"][pairs]
+    pair_of = np.full(int(f["n_rec"]), -1, np.int64)
+    pair_of[en] = np.arange(pairs.size)
+    ep = pair_of[f["shown_rec"]]
+    keep = ep >= 0
+    ep, sk = ep[keep], f["shown_skill"][keep].astype(np.int64)
+    keep = ok[ep]
+    ep, sk = ep[keep], sk[keep]
+    models = f["m"][pairs]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    span = int(task.max()) + 1
+    for mi in np.unique(models[ep]).tolist():
+        sel = models[ep] == mi
+        p_e, s_e = ep[sel], sk[sel]
+        uk, g = np.unique(s_e * span + task[p_e], return_inverse=True)
+        g = g.ravel()
+        cnt = np.bincount(g).astype(np.float64)
+        diff = (np.bincount(g, weights=on[p_e]) - np.bincount(g, weights=off[p_e])) / cnt
+        g_skill = uk // span
+        order = np.argsort(g_skill, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, g_skill[order][1:] != g_skill[order][:-1], True])
+        per: dict[str, dict[str, Any]] = {}
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            rows = order[a:b]
+            if rows.size < min_tasks:
+                continue
+            s = hodges_lehmann(diff[rows], level)
+            per[str(f["skills"][int(g_skill[rows[0]])])] = {
+                "difference": s.estimate, "difference_ci": list(s.ci) if s.ci else None, "p": s.p,
+                "test": s.test, "n_tasks": int(rows.size)}
+        if per:
+            out[_model_name(f["models"][mi])] = per
+    return out

@@ -313,6 +313,11 @@ def rank(runs: tuple[str, ...], skills_path: str | None, attribution: str, model
         doc["use_logged"] = not unlogged
         if audit.cost is not None:
             doc["cost"] = audit.cost.to_dict()
+        from skillaudit.analysis.efficiency import skill_scores
+
+        scores = skill_scores(audit.inputs.cost_table, min_tasks=1)
+        if scores:  # graded outcomes: each skill's paired score difference over its retrieving tasks
+            doc["skill_scores"] = scores
         emit_json(doc)
     elif unlogged:  # nothing to rank: say why instead of "0 tasks retrieved"
         echo("skill use not logged: these runs say which skills were offered, not which were used, so no "
