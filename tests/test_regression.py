@@ -389,3 +389,27 @@ def test_merged_design_without_merges_is_x_without_its_empty_columns():
         want = np.column_stack([dense[:, cols[0]] for cols in members])
         np.testing.assert_array_equal(Z.toarray(), want)
         assert merged or Z.has_sorted_indices  # the direct path keeps rows sorted
+
+
+def test_batched_contrast_variances_equal_the_conjugate_gradient_ones():
+    """`SandwichCov.difference_vars`: one dense inverse for many merge contrasts gives what two
+    conjugate-gradient solves per contrast give (`times`), within the solver's tolerance."""
+    from skillaudit.analysis.regression import SandwichCov, _CgSolve
+
+    rng = np.random.default_rng(7)
+    n, g, units = 3000, 120, 900
+    Z = sp.random(n, g, density=0.02, random_state=11, data_rvs=lambda k: np.ones(k), format="csr")
+    gram = Csr.of((Z.T @ Z).tocsr())
+    unit = rng.integers(0, units, n)
+    resid = rng.normal(size=n)
+    agg = sp.csr_matrix((np.ones(n), (unit, np.arange(n))), shape=(units, n))
+    scores = (agg @ Z.multiply(resid[:, None]).tocsr()).tocsr()
+    cov = SandwichCov(_CgSolve(gram, 1.0), scores, units / (units - 1), None)
+    pairs = np.array([(a, b) for a, b in rng.integers(0, g, (40, 2)).tolist() if a != b])
+    batched = cov.difference_vars(pairs)
+    one_by_one = []
+    for a, b in pairs.tolist():
+        w = np.zeros(g)
+        w[a], w[b] = 1.0, -1.0
+        one_by_one.append(float(w @ cov.times(w)))
+    assert pairs.shape[0] >= SandwichCov.BATCH_MIN and np.allclose(batched, one_by_one, rtol=1e-8, atol=1e-14)

@@ -178,16 +178,19 @@ class AttributionResult:
     effect_samples: np.ndarray | None = field(default=None, repr=False, compare=False)
     effect_cov: Any = field(default=None, repr=False, compare=False)
     causal: dict[str, Any] | None = None  # the mask surrogate's summary (runs, tasks, validation)
+    # differences already computed (`prefetch_differences`, `difference`): (a, b) -> result
+    _differences: dict[tuple[str, str], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _by_id: dict[str, SkillAttribution] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def model(self) -> str | None:
         return self.settings.get("model")
 
     def get(self, skill_id: str) -> SkillAttribution | None:
-        for s in self.skills:
-            if s.skill_id == skill_id:
-                return s
-        return None
+        if len(self._by_id) != len(self.skills):  # built once (the merge rule asks thousands of times)
+            self._by_id.clear()
+            self._by_id.update((s.skill_id, s) for s in self.skills)
+        return self._by_id.get(skill_id)
 
     def partners(self, skill_id: str) -> list[tuple[str, int]]:
         """Skills retrieved together with `skill_id`, most frequent first: [(id, n_together)]."""
@@ -199,10 +202,43 @@ class AttributionResult:
         order = np.lexsort((np.arange(row.size), -row))
         return [(self.skill_ids[j], int(row[j])) for j in order if row[j] > 0]
 
+    def prefetch_differences(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """`difference(a, b)` for many pairs at once (a near-duplicate partner per skill: thousands in
+        a large library): the sandwich path forms every contrast's variance from one dense inverse
+        (`SandwichCov.difference_vars`) instead of two conjugate-gradient solves each."""
+        if self.effect_cov is None or (self.effect_samples is not None and self.effect_samples.shape[0]):
+            return
+        by_id = {s.skill_id: s for s in self.skills}
+        index = {s: i for i, s in enumerate(self.skill_ids)}
+        cov, col_group = self.effect_cov
+        todo = []
+        for a, b in dict.fromkeys(pairs):
+            ra, rb = by_id.get(a), by_id.get(b)
+            if ((a, b) in self._differences or ra is None or rb is None or ra.coef is None or rb.coef is None
+                    or not (ra.identifiable and rb.identifiable)):
+                continue
+            todo.append((a, b, ra.coef - rb.coef, int(col_group[index[a]]), int(col_group[index[b]])))
+        if not todo:
+            return
+        var = cov.difference_vars(np.array([(ga, gb) for *_, ga, gb in todo], dtype=np.int64))
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(0.5 + float(self.settings.get("level", 0.95)) / 2)
+        for (a, b, diff, _, _), v in zip(todo, var.tolist(), strict=True):
+            se = float(np.sqrt(max(v, 0.0)))
+            self._differences[(a, b)] = (float(diff), (float(diff - z * se), float(diff + z * se)))
+
     def difference(self, a: str, b: str) -> tuple[float, tuple[float, float]] | None:
         """coef(a) - coef(b) and its interval from the same task-level resamples (paired: both
         skills' coefficients come from each resample together); None when either coefficient is
         not identifiable or there are no intervals."""
+        if (a, b) in self._differences:
+            return self._differences[(a, b)]
+        out = self._difference(a, b)
+        self._differences[(a, b)] = out
+        return out
+
+    def _difference(self, a: str, b: str) -> tuple[float, tuple[float, float]] | None:
         ra, rb = self.get(a), self.get(b)
         if ra is None or rb is None or ra.coef is None or rb.coef is None or not (ra.identifiable and rb.identifiable):
             return None

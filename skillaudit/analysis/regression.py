@@ -589,6 +589,39 @@ class SandwichCov:
         meat_w = self._scores.T @ (self._scores @ a_w)
         return self._scale * self._solve(np.asarray(meat_w, dtype=np.float64).ravel())
 
+    #: below this many contrasts `difference_vars` solves each by conjugate gradients (`times`)
+    BATCH_MIN = 16
+
+    def difference_vars(self, pairs: np.ndarray) -> np.ndarray:
+        """Var(c_a - c_b) = w' V w with w = e_a - e_b, for each row (a, b) of `pairs` (group indices).
+
+        One dense inverse of A = Z'Z + alpha I (Cholesky + potri, one BLAS thread) serves every
+        contrast: w' V w = scale * ||S A^-1 w||^2 with S the sparse task scores, formed 256 contrasts
+        at a time. For a few contrasts, conjugate gradients per contrast (`times`) instead. Equal to
+        `times` within the solver's tolerance (tests/test_regression.py)."""
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        g = self._scores.shape[1]
+        if pairs.shape[0] < self.BATCH_MIN or not isinstance(self._solve, _CgSolve):
+            out = np.empty(pairs.shape[0])
+            for k, (a, b) in enumerate(pairs.tolist()):
+                w = np.zeros(g)
+                w[a], w[b] = 1.0, -1.0
+                out[k] = float(w @ self.times(w))
+            return out
+        from scipy import linalg
+
+        dense = self._solve.gram.toarray()
+        dense.flat[:: g + 1] += self._solve.alpha
+        with one_blas_thread():
+            a_inv = _cho_inverse(linalg.cho_factor(dense, lower=False, overwrite_a=True, check_finite=False))
+        out = np.empty(pairs.shape[0])
+        for start in range(0, pairs.shape[0], 256):
+            chunk = pairs[start:start + 256]
+            d = a_inv[:, chunk[:, 0]] - a_inv[:, chunk[:, 1]]
+            sd = np.asarray(self._scores @ d)
+            out[start:start + 256] = self._scale * np.einsum("ij,ij->j", sd, sd)
+        return out
+
 
 class _CgSolve:
     """v -> (Z'Z + alpha I)^-1 v by conjugate gradients on the sparse Gram matrix."""

@@ -324,6 +324,8 @@ def _recommend_one(
     rule (`policy.RULES`) that holds decides each."""
     pop = Population.from_runs(runs, attribution, rules, partner, cluster_of, offered)
     pop.efficiency = efficiency or {}
+    # the merge rule asks each near-duplicate pair for its difference: form them all at once
+    attribution.prefetch_differences([(partner[s][0], s) for s in pop.rows if s in partner])
     if facts is not None:
         pop.selection = facts.selection
         pop.both = facts.both["both_ways"] if facts.both is not None and works_both_ways(facts.both) else None
