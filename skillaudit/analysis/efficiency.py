@@ -182,34 +182,51 @@ def _model_name(name: Any) -> str:
     return "default" if name is None else str(name)
 
 
+class _Shown:
+    """The paired records of a cost table and, per skill shown on an enabled run, its pair: what the
+    per-skill figures (`skill_efficiency`, `skill_scores`) read."""
+
+    def __init__(self, f: dict[str, Any], pairs: np.ndarray) -> None:
+        self.f, self.pairs = f, pairs
+        self.en, self.dis = f["en_rec"][pairs], f["dis_rec"][pairs]
+        self.n_t = int(f["t"].max()) + 1 if f["t"].size else 1
+        self.task = f["b"][pairs].astype(np.int64) * self.n_t + f["t"][pairs]
+        self.span = int(self.task.max()) + 1
+        self.models = f["m"][pairs]
+        pair_of = np.full(int(f["n_rec"]), -1, np.int64)
+        pair_of[self.en] = np.arange(pairs.size)
+        ep = pair_of[f["shown_rec"]]
+        keep = ep >= 0
+        self.ep, self.sk = ep[keep], f["shown_skill"][keep].astype(np.int64)
+
+    @classmethod
+    def of(cls, table: Any) -> _Shown | None:
+        if table is None:
+            return None
+        f: dict[str, Any] = table.freeze().frozen
+        pairs = np.flatnonzero((f["en_rec"] >= 0) & (f["dis_rec"] >= 0))
+        if pairs.size == 0 or f["shown_rec"].size == 0:
+            return None
+        return cls(f, pairs)
+
+
 def skill_efficiency(table: Any, level: float = 0.95, floor: float = RATIO_FLOOR,
                      min_tasks: int = 5) -> dict[str, dict[str, dict[str, Any]]]:
-    """model -> skill -> {measure: {ratio, ratio_ci, n_tasks, p, library_ratio}} for the skills that
+    """model -> skill -> {measure: {ratio, ratio_ci, p, n_tasks, relative_ratio, relative_ci, relative_p,
+    relative_q}} for the skills that
     could be an efficiency harm: at least `min_tasks` retrieving tasks whose median per-task ratio
     is above `floor` (the screen is a vectorised median; the intervals are formed only for the skills
     it keeps, so a large library whose skills cost little costs no interval). `relative_*`: the
     skill's per-task log ratios against the median of the model's retrieving tasks of the same
     benchmark (a skill retrieved where every skill costs much is not singled out), BH q over the
     screened skills of the model and measure."""
-    if table is None:
+    sh = _Shown.of(table)
+    if sh is None:
         return {}
-    f: dict[str, Any] = table.freeze().frozen
-    en_rec, dis_rec = f["en_rec"], f["dis_rec"]
-    pairs = np.flatnonzero((en_rec >= 0) & (dis_rec >= 0))
-    if pairs.size == 0 or f["shown_rec"].size == 0:
-        return {}
-    en, dis = en_rec[pairs], dis_rec[pairs]
-    n_t = int(f["t"].max()) + 1 if f["t"].size else 1
-    task = f["b"][pairs].astype(np.int64) * n_t + f["t"][pairs]
+    f, en, dis, task, n_t, models, ep, sk = sh.f, sh.en, sh.dis, sh.task, sh.n_t, sh.models, sh.ep, sh.sk
     has_u, tok = f["has_u"], f["tok"].astype(np.float64)
     values = {"tokens": (np.where(has_u[en], tok[en].sum(axis=1), np.nan), np.where(has_u[dis], tok[dis].sum(axis=1), np.nan)),
               "latency_s": (f["lat"][en], f["lat"][dis])}
-    pair_of = np.full(int(f["n_rec"]), -1, np.int64)
-    pair_of[en] = np.arange(pairs.size)
-    ep = pair_of[f["shown_rec"]]
-    keep = ep >= 0
-    ep, sk = ep[keep], f["shown_skill"][keep].astype(np.int64)
-    models = f["m"][pairs]
     skills = f["skills"]
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for mi in np.unique(models).tolist():
@@ -222,12 +239,12 @@ def skill_efficiency(table: Any, level: float = 0.95, floor: float = RATIO_FLOOR
             if p_e.size == 0:
                 continue
             # per (skill, task): the task's mean enabled and disabled value over its epochs
-            g_key = s_e * (int(task.max()) + 1) + task[p_e]
+            g_key = s_e * sh.span + task[p_e]
             uk, g = np.unique(g_key, return_inverse=True)
             g = g.ravel()
             cnt = np.bincount(g).astype(np.float64)
             m_on, m_off = np.bincount(g, weights=on[p_e]) / cnt, np.bincount(g, weights=off[p_e]) / cnt
-            g_skill = uk // (int(task.max()) + 1)
+            g_skill = uk // sh.span
             lr = np.log(m_on) - np.log(m_off)
             # the yardstick: per benchmark, the median per-task ratio over the model's retrieving tasks
             retrieving = np.unique(task[p_e])
@@ -235,7 +252,7 @@ def skill_efficiency(table: Any, level: float = 0.95, floor: float = RATIO_FLOOR
             lib_task, lib_lr = _task_log_ratios(task[lib_pairs], on[lib_pairs], off[lib_pairs])
             lib_bench = lib_task // n_t
             med = {int(b): float(np.median(lib_lr[lib_bench == b])) for b in np.unique(lib_bench).tolist()}
-            g_task = uk % (int(task.max()) + 1)
+            g_task = uk % sh.span
             centred = lr - np.array([med.get(int(b), 0.0) for b in (g_task // n_t).tolist()])
             order = np.argsort(g_skill, kind="stable")
             bounds = np.flatnonzero(np.r_[True, g_skill[order][1:] != g_skill[order][:-1], True])
@@ -288,30 +305,18 @@ def skill_scores(table: Any, level: float = 0.95, min_tasks: int = 5) -> dict[st
     enabled run was shown the skill, the task as the unit (epochs averaged): Hodges-Lehmann shift with
     the signed-rank interval and p, as per model (`efficiency`); skills with at least `min_tasks`
     such tasks, and only where both records of pairs carry a `score`. {} without scores."""
-    if table is None:
+    sh = _Shown.of(table)
+    if sh is None:
         return {}
-    f: dict[str, Any] = table.freeze().frozen
-    en_rec, dis_rec = f["en_rec"], f["dis_rec"]
-    pairs = np.flatnonzero((en_rec >= 0) & (dis_rec >= 0))
-    if pairs.size == 0 or f["shown_rec"].size == 0:
-        return {}
-    en, dis = en_rec[pairs], dis_rec[pairs]
-    on, off = f["score"][en], f["score"][dis]
+    f, task, models = sh.f, sh.task, sh.models
+    on, off = f["score"][sh.en], f["score"][sh.dis]
     ok = np.isfinite(on) & np.isfinite(off)
     if not ok.any():
         return {}
-    n_t = int(f["t"].max()) + 1 if f["t"].size else 1
-    task = f["b"][pairs].astype(np.int64) * n_t + f["t"][pairs]
-    pair_of = np.full(int(f["n_rec"]), -1, np.int64)
-    pair_of[en] = np.arange(pairs.size)
-    ep = pair_of[f["shown_rec"]]
-    keep = ep >= 0
-    ep, sk = ep[keep], f["shown_skill"][keep].astype(np.int64)
-    keep = ok[ep]
-    ep, sk = ep[keep], sk[keep]
-    models = f["m"][pairs]
+    keep = ok[sh.ep]
+    ep, sk = sh.ep[keep], sh.sk[keep]
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    span = int(task.max()) + 1
+    span = sh.span
     for mi in np.unique(models[ep]).tolist():
         sel = models[ep] == mi
         p_e, s_e = ep[sel], sk[sel]

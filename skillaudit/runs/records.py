@@ -184,6 +184,18 @@ class _Checked:
     )
 
 
+def _judged(rec: dict[str, Any], key: str, codes: dict[str, int], cond: int, why: str) -> str | None:
+    """A judge's field of the enabled record (`preference`, `judge_aa`): one of `codes`, or None."""
+    v = rec.get(key)
+    if v is not None:
+        if v not in codes:
+            *head, last = codes
+            raise ValueError(f"'{key}' must be {', '.join(head)} or {last}, got {_describe(v)}")
+        if cond != ENABLED:
+            raise ValueError(f"'{key}' belongs on the enabled record ({why})")
+    return v
+
+
 def _check_line(line: bytes, where: str) -> _Checked:
     """Parse and validate one line exactly as DESIGN §3.1 says; RunLogError names file:line."""
     if line.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -241,20 +253,8 @@ def _check_line(line: bytes, where: str) -> _Checked:
         if ul is not None and not isinstance(ul, bool):
             raise ValueError(f"'use_logged' must be true or false, got {_describe(ul)}")
         out.use_logged = ul  # `offered` is informational (the report's task bundles read the task)
-        pref = rec.get("preference")
-        if pref is not None:
-            if pref not in PREFERENCES:
-                raise ValueError(f"'preference' must be win, tie or loss, got {_describe(pref)}")
-            if cond != ENABLED:
-                raise ValueError("'preference' belongs on the enabled record (its answer against the disabled one)")
-        out.preference = pref
-        aa = rec.get("judge_aa")
-        if aa is not None:
-            if aa not in JUDGE_AA:
-                raise ValueError(f"'judge_aa' must be tie or flip, got {_describe(aa)}")
-            if cond != ENABLED:
-                raise ValueError("'judge_aa' belongs on the enabled record (beside its preference)")
-        out.judge_aa = aa
+        out.preference = _judged(rec, "preference", PREFERENCES, cond, "its answer against the disabled one")
+        out.judge_aa = _judged(rec, "judge_aa", JUDGE_AA, cond, "beside its preference")
     except ValueError as exc:
         raise RunLogError(f"{where}: {exc}") from None
     out.task_id, out.condition, out.correct, out.epoch = tid, cond_raw, correct, epoch
