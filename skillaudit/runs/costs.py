@@ -71,6 +71,7 @@ class _Cond(dict):
 _COND = _Cond(enabled=0, disabled=1)
 _FIELDS = ("model", "benchmark", "task_id", "epoch", "condition", "correct")
 _GET = {f: attrgetter(f) for f in (*_FIELDS, "meta")}
+_USAGE, _COST_USD, _TURNS, _SCORE, _TIMEOUT = (attrgetter(a) for a in ("usage", "cost_usd", "turns", "score", "timeout"))
 
 
 class _Meta:
@@ -142,17 +143,32 @@ class CostTable:
         c["cond"].append(cond)
         c["ok"].append(np.fromiter(map(bool, map(_GET["correct"], main)), bool, n))
         metas = list(map(_GET["meta"], main))
-        usage = [None if m is None or m.usage is None else _usage_of(m.usage) for m in metas]
-        c["hu"].append(np.fromiter(map(is_not, usage, repeat(None)), bool, n))
-        c["tok"].append(np.fromiter(chain.from_iterable(u or _NO_USAGE for u in usage), np.int64, 2 * n).reshape(n, 2))
+        # fields many logs never carry: one C-level pass says so, and the column is filled without a
+        # Python call per record
+        present = [m for m in metas if m is not None]
+        logged = any(map(is_not, map(_USAGE, present), repeat(None)))
+        if logged:
+            usage = [None if m is None or m.usage is None else _usage_of(m.usage) for m in metas]
+            c["hu"].append(np.fromiter(map(is_not, usage, repeat(None)), bool, n))
+            c["tok"].append(np.fromiter(chain.from_iterable(u or _NO_USAGE for u in usage), np.int64,
+                                        2 * n).reshape(n, 2))
+        else:
+            c["hu"].append(np.zeros(n, bool))
+            c["tok"].append(np.zeros((n, 2), np.int64))
         c["lat"].append(np.fromiter(map(_latency_of, metas), np.float64, n))
-        c["cached"].append(np.fromiter((np.nan if m is None else _cached_of(m.usage) for m in metas), np.float64, n))
-        c["usd"].append(np.fromiter((np.nan if m is None else _number(m.cost_usd) for m in metas), np.float64, n))
-        c["turns"].append(np.fromiter((np.nan if m is None else _number(m.turns) for m in metas), np.float64, n))
-        c["score"].append(np.fromiter((_number(r.score) for r in main), np.float64, n))
+        c["cached"].append(np.fromiter((np.nan if m is None else _cached_of(m.usage) for m in metas), np.float64, n)
+                           if logged else np.full(n, np.nan))
+        for col, get in (("usd", _COST_USD), ("turns", _TURNS)):
+            c[col].append(np.fromiter((np.nan if m is None else _number(get(m)) for m in metas), np.float64, n)
+                          if any(map(is_not, map(get, present), repeat(None))) else np.full(n, np.nan))
+        c["score"].append(np.fromiter(map(_number, map(_SCORE, main)), np.float64, n)
+                          if any(map(is_not, map(_SCORE, main), repeat(None))) else np.full(n, np.nan))
         tmo = self.timeouts
-        c["tmo"].append(np.fromiter((tmo[m.timeout if m is not None and isinstance(m.timeout, str) else None]
-                                     for m in metas), np.int64, n))
+        if any(map(is_not, map(_TIMEOUT, present), repeat(None))):
+            c["tmo"].append(np.fromiter((tmo[m.timeout if m is not None and isinstance(m.timeout, str) else None]
+                                         for m in metas), np.int64, n))
+        else:
+            c["tmo"].append(np.full(n, tmo[None], np.int64))
         skills = self.skills
         rec, col = [], []
         for k, r in enumerate(main):
