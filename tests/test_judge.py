@@ -354,3 +354,41 @@ def test_prune_rewrites_a_skill_whose_judged_answers_lose(tmp_path):
     from scipy.stats import binomtest
 
     assert by["b"]["evidence"]["judged"]["p_exact"] == pytest.approx(binomtest(4, 24).pvalue)
+
+
+def test_catalog_arms_of_judged_tasks_are_judged_on_their_own(tmp_path):
+    """`--arms` replays of catalog-mode runs on `grader: judge` tasks: each arm's answer is judged
+    pointwise (its score and correct, as the base run's were); without a judge, one line, exit 2."""
+    from test_engine_equivalence import det
+
+    def responder(path: str, body: dict) -> tuple[int, dict]:
+        if body.get("model") != "fake-judge":
+            return det(path, body)
+        got = _answers(body["messages"][-1]["content"])
+        s = [8 if "42" in a else 3 for a in got]
+        if len(s) == 1:
+            return chat_reply(json.dumps({"score": s[0]}))
+        return chat_reply(json.dumps({"score_1": s[0], "score_2": s[1],
+                                      "better": "1" if s[0] > s[1] else "2" if s[1] > s[0] else "tie"}))
+
+    tasks, skills = _setup(tmp_path, [{"id": f"t{i}", "prompt": f"How much is {i} and {42 - i}?", "grader": "judge",
+                                       "rubric": "The right number."} for i in range(4)])
+    with ScriptedServer(responder) as srv:
+        common = ["--tasks", str(tasks), "--skills", str(skills), "--endpoint", srv.url, "--model", "fake-model",
+                  "--tool-mode", "chatml", "--tool-choice", "required", "--skills-mode", "catalog", "--retries", "0",
+                  "--quiet"]
+        judge = ["--judge-endpoint", srv.url, "--judge-model", "fake-judge", "--judge-aa", "0"]
+        base = tmp_path / "base.jsonl"
+        res = CliRunner().invoke(cli, ["run", *common, *judge, "--out", str(base)])
+        assert res.exit_code == 0, res.output
+        arms = tmp_path / "arms.jsonl"
+        res = CliRunner().invoke(cli, ["run", *common, "--arms", "random,empty", "--base", str(base), "--out", str(arms)])
+        assert res.exit_code == 2 and "`grader: judge` needs a judge model" in res.output
+        res = CliRunner().invoke(cli, ["run", *common, *judge, "--arms", "random,empty", "--base", str(base),
+                                       "--out", str(arms)])
+        assert res.exit_code == 0, res.output
+    recs = [json.loads(x) for x in arms.read_text().splitlines()]
+    assert recs and {r["arm"] for r in recs} == {"random", "empty"}
+    for r in recs:
+        assert r["error"] is None and r["meta"]["judge"]["mode"] == "pointwise", r
+        assert r["score"] == (0.8 if "42" in r["answer"] else 0.3) and r["correct"] is (r["score"] >= 0.7)

@@ -9,6 +9,7 @@ Records follow DESIGN §3.1 like `runner.run_benchmark`'s; resume, `--limit`, `-
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +186,7 @@ def _judged_runs(opts: RunOptions, tasks: list[Any], plan: Plan, model_label: st
     warning = family_warning(opts.judge.model, model_label)
     if warning:
         summary.warnings.append(warning)
-    planned = {(e.source.task_id, e.epoch, e.condition) for e in plan.episodes}
+    planned = {(e.task_id, e.epoch, e.condition) for e in plan.episodes if e.arm is None}
     return JudgedRuns(Judge(opts.judge), planned, opts.judge.aa_rate)
 
 
@@ -201,7 +202,7 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
     from skillaudit.agents.protocol import body_arm, mask_keeps
     from skillaudit.engine.arm_runner import FILLER_TEXT, arm_seed, parse_arms
     from skillaudit.library import load_library
-    from skillaudit.tasks.taskfile import TaskFileScorer
+    from skillaudit.tasks.taskfile import TaskFileScorer, is_judged
 
     specs = parse_arms(opts.arms or "")
     bad = [sp.name for sp in specs if sp.name not in CATALOG_ARMS]
@@ -237,6 +238,11 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
         return summary
     client = ChatClient(opts.agent)
     scorer = TaskFileScorer(opts.limits, opts.threshold)
+    # judged tasks (`grader: judge`): an arm's answer is judged on its own (pointwise): its score and
+    # correct, as the base run's were, never against another answer
+    arm_judge = _judged_runs(replace(opts, judge=None if opts.judge is None else replace(opts.judge, mode="pointwise")),
+                             list(tasks.values()), plan, model_label, summary)
+    closing: Any = client if arm_judge is None else _Both(client, arm_judge)
 
     def one(ep_: Episode) -> dict[str, Any]:
         rec, arm, m = ep_.source, ep_.arm, ep_.mask
@@ -255,9 +261,10 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
                                    "meta": meta, "error": None}
         if arm == "mask":
             meta["mask_seed"] = m
+        judged = arm_judge is not None and is_judged(task)
         try:
             ep = call_agent(agent_fn, task_view(task, seed, epoch), skills, opts.episode_timeout, "built-in catalog agent")
-            score, answer = scorer.score(task, ep.answer)
+            score, answer = (Score(False, "to be judged"), ep.answer) if judged else scorer.score(task, ep.answer)
         except HarnessError as exc:
             out_rec["error"] = f"agent: {exc}" if isinstance(exc, AgentFailure) else f"harness: {exc}"
             return out_rec
@@ -270,7 +277,7 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
         if arm == "mask":
             meta["kept"] = [s for s in ep.loaded if mask_keeps(aseed, s)]
             meta["withheld"] = [s for s in ep.loaded if not mask_keeps(aseed, s)]
-        return out_rec
+        return arm_judge.grade(out_rec, task) if judged else out_rec
 
-    engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
+    engine_for(opts.engine)(plan, one, Writer(out), closing, summary, opts.concurrency, quiet, on_record)
     return summary
