@@ -392,3 +392,25 @@ def test_catalog_arms_of_judged_tasks_are_judged_on_their_own(tmp_path):
     for r in recs:
         assert r["error"] is None and r["meta"]["judge"]["mode"] == "pointwise", r
         assert r["score"] == (0.8 if "42" in r["answer"] else 0.3) and r["correct"] is (r["score"] >= 0.7)
+
+
+def test_the_replicate_arm_of_judged_tasks_gives_the_noise_floor_with_any_agent(tmp_path, agent_path):
+    """`run --tasks --arms replicate --base LOG` with a Python agent: each disabled run again without
+    skills (another seed), judged on its own; metrics reads the arm's A/A flip rate beside the pairs."""
+    tasks, skills = _setup(tmp_path)
+    base, arms = tmp_path / "runs.jsonl", tmp_path / "arms.jsonl"
+    with ScriptedServer(fair_judge) as srv:
+        assert _run(tasks, skills, base, srv.url, "--judge-aa", "0").exit_code == 0
+        res = _run(tasks, skills, arms, srv.url, "--arms", "replicate", "--base", str(base))
+        assert res.exit_code == 0, res.output
+        assert len(srv.requests) == 12 + 6  # the pairs' two orders, then one pointwise call per replicate
+        again = _run(tasks, skills, arms, srv.url, "--arms", "replicate", "--base", str(base))
+        assert again.exit_code == 0 and len(srv.requests) == 18  # resumed: nothing re-run
+    recs = [json.loads(x) for x in arms.read_text().splitlines()]
+    assert len(recs) == 6 and all(r["arm"] == "replicate" and r["condition"] == "disabled" for r in recs)
+    assert all(r["error"] is None and r["score"] == 0.5 and r["meta"]["judge"]["mode"] == "pointwise" for r in recs)
+    base_seeds = {r["task_id"]: r["meta"]["seed"] for r in map(json.loads, base.read_text().splitlines())}
+    assert all(r["meta"]["base_seed"] == base_seeds[r["task_id"]] != r["meta"]["seed"] for r in recs)
+    doc = json.loads(CliRunner().invoke(cli, ["metrics", str(base), str(arms), "--json"]).output)
+    g = doc["groups"][0]
+    assert g["aa_pairs"] == 6 and g["aa_flip_rate"] == 0.0  # the same so-so answer judged alike each time

@@ -45,8 +45,11 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
     from skillaudit.tasks.taskfile import TaskFileScorer, is_judged
 
     if opts.arms:
+        if opts.arms.replace(" ", "") == "replicate":  # any agent: a second run without skills
+            return run_task_replicates(opts, quiet, on_record)
         if opts.skills_mode != "catalog" or opts.agent_spec:
-            raise InputError("--arms with --tasks: only with the built-in agent in --skills-mode catalog")
+            raise InputError("--arms with --tasks: replicate with any agent; the others only with the built-in "
+                             "agent in --skills-mode catalog")
         return run_catalog_arms(opts, quiet, on_record)
     tasks = select_tasks(opts)  # bad task files fail here, before any model call
     if opts.agent_spec:
@@ -191,6 +194,78 @@ def _judged_runs(opts: RunOptions, tasks: list[Any], plan: Plan, model_label: st
 
 
 CATALOG_ARMS = ("random", "filler", "empty", "mask")
+
+
+def run_task_replicates(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSummary:
+    """The `replicate` arm of a task file's pairs, with any agent: each disabled run of `opts.base`
+    (no error) runs again without skills under another seed (`arm_seed(seed, "replicate")`), scored
+    as the base run was (its checker, or the judge on its own): the A/A noise floor that `metrics`
+    reads beside the pair's effect (for judged tasks: the judge's and the sampling's flips together)."""
+    from skillaudit.engine.arm_runner import arm_seed
+    from skillaudit.tasks.taskfile import TaskFileScorer, is_judged
+
+    if not opts.base:
+        raise InputError("--arms needs --base: the log whose disabled runs the replicate arm repeats")
+    tasks = {t.task_id: t for t in select_tasks(RunOptions(**{**opts.__dict__, "limit": None, "task_ids": (),
+                                                                "shard": None}))}
+    base = [rec for _, rec in existing_records(Path(opts.base))
+            if rec.get("arm") is None and rec.get("condition") == "disabled" and rec.get("error") is None
+            and str(rec.get("task_id")) in tasks and (not opts.task_ids or rec["task_id"] in set(opts.task_ids))]
+    if not base:
+        raise InputError(f"--base {opts.base}: no disabled runs of these tasks to replicate")
+    if opts.agent_spec:
+        agent_fn, agent_name, client = load_agent(opts.agent_spec), opts.agent_spec, _NullClient()
+    else:
+        from skillaudit.agents.agent import ChatClient
+
+        client = ChatClient(opts.agent)
+        agent_fn = (catalog_agent if opts.skills_mode == "catalog" else search_agent)(client, opts.agent)
+        agent_name = f"built-in {opts.skills_mode} agent"
+    model_label = opts.model_label or (opts.agent_spec if opts.agent_spec else opts.agent.model)
+    out = Path(opts.out)
+    done = prepare_output(out, opts.retry_errors)
+    candidates = [Episode(str(r["task_id"]), "disabled", int(r.get("epoch", 1)), "replicate", -1, source=r)
+                  for r in base]
+    plan = Plan.of(out, candidates, done, model_label, None, len({r["task_id"] for r in base}),
+                   label="replicate arm")
+    summary = RunSummary(out=str(out), n_tasks=plan.n_tasks, planned=len(plan.episodes), skipped=plan.skipped)
+    if not plan.episodes:
+        return summary
+    scorer = TaskFileScorer(opts.limits, opts.threshold)
+    judge = _judged_runs(replace(opts, judge=None if opts.judge is None else replace(opts.judge, mode="pointwise")),
+                         list(tasks.values()), plan, model_label, summary)
+    closing: Any = client if judge is None else _Both(client, judge)
+
+    def one(ep_: Episode) -> dict[str, Any]:
+        rec, task = ep_.source, tasks[ep_.source["task_id"]]
+        epoch = int(rec.get("epoch", 1))
+        seed = (rec.get("meta") or {}).get("seed")
+        seed = seed if isinstance(seed, int) else task_seed(opts.seed, task.task_id, epoch)
+        meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "agent": agent_name, "base_seed": seed,
+                                "seed": arm_seed(seed, "replicate")}
+        out_rec: dict[str, Any] = {"task_id": task.task_id, "condition": "disabled", "arm": "replicate",
+                                   "correct": False, "model": rec.get("model", model_label),
+                                   "benchmark": rec.get("benchmark"), "epoch": epoch, "invoked": False,
+                                   "retrievals": [], "answer": "", "meta": meta, "error": None}
+        judged = judge is not None and is_judged(task)
+        try:
+            ep = call_agent(agent_fn, task_view(task, meta["seed"], epoch), None, opts.episode_timeout, agent_name)
+            score, answer = (Score(False, "to be judged"), ep.answer) if judged else scorer.score(task, ep.answer)
+        except AgentFailure as exc:
+            out_rec["error"] = f"agent: {exc}"
+            return out_rec
+        except HarnessError as exc:
+            out_rec["error"] = f"harness: {exc}"
+            return out_rec
+        except Exception as exc:  # a bug must not kill a long run
+            out_rec["error"] = f"unexpected {type(exc).__name__} on task {task.task_id}: {exc}"
+            return out_rec
+        out_rec.update(correct=bool(score.correct), answer=answer if isinstance(answer, str) else ep.answer)
+        meta.update({"latency_s": round(ep.latency_s, 3), "usage": ep.usage, "score": score.reason})
+        return judge.grade(out_rec, task) if judged else out_rec
+
+    engine_for(opts.engine)(plan, one, Writer(out), closing, summary, opts.concurrency, quiet, on_record)
+    return summary
 
 
 def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSummary:
