@@ -317,7 +317,7 @@ def test_metrics_and_the_report_show_the_judged_outcome_beside_the_judges_flip_r
     assert lines[at + 1] == (f"  default default: 20 wins, 8 ties, 12 losses over 40 tasks; effect +0.20 "
                              f"[{ci[0]:+.2f}, {ci[1]:+.2f}], p {doc['p']:.3f},")
     assert lines[at + 2] == (f"    exact p {doc['p_exact']:.3f}; judge A/A flips: 2 of 10 (20% [{aa['ci'][0] * 100:.0f}, "
-                             f"{aa['ci'][1] * 100:.0f}])")
+                             f"{aa['ci'][1] * 100:.0f}]); replicate A/A flips: no replicate arm")
     assert lines[at + 3].startswith("Effect: (wins - losses) / judged pairs")
     skills = tmp_path / "skills" / "a"
     skills.mkdir(parents=True)
@@ -414,3 +414,5 @@ def test_the_replicate_arm_of_judged_tasks_gives_the_noise_floor_with_any_agent(
     doc = json.loads(CliRunner().invoke(cli, ["metrics", str(base), str(arms), "--json"]).output)
     g = doc["groups"][0]
     assert g["aa_pairs"] == 6 and g["aa_flip_rate"] == 0.0  # the same so-so answer judged alike each time
+    text = CliRunner().invoke(cli, ["metrics", str(base), str(arms)]).output
+    assert "replicate A/A flips: 0% of 6" in text

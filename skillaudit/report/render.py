@@ -504,14 +504,19 @@ def judged_view(groups: list[dict[str, Any]]) -> dict[str, Any]:
             "effect": f"{p['effect']:+.2f}" if p.get("effect") is not None else "–",
             "ci": f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "", "p": p.get("p"), "p_exact": p.get("p_exact"),
             "aa": (f"{aa['flips']} of {aa['checks']} ({aa['rate'] * 100:.0f}% [{aa['ci'][0] * 100:.0f}, "
-                   f"{aa['ci'][1] * 100:.0f}])") if aa else "not checked"})
+                   f"{aa['ci'][1] * 100:.0f}])") if aa else "not checked",
+            # the replicate arm (a second run without skills): judge and sampling flips together
+            "replicate": (f"{g['aa_flip_rate'] * 100:.0f}% of {g['aa_pairs']}" if g.get("aa_flip_rate") is not None
+                          else "no replicate arm")})
         for t in (p.get("test"), p.get("test_exact")):
             if t and t not in tests:
                 tests.append(t)
     method = ("Effect: (wins - losses) / judged pairs of the enabled answer against the disabled one (ties are "
               f"not flips); p: {'; exact p: '.join(tests[:2])}. Judge A/A: the share of checks where the judge "
-              "named a winner between two copies of one answer (its own flip rate; Wilson interval over tasks): "
-              "a verdict is worth reading only well above it.") if rows else ""
+              "named a winner between two copies of one answer (its own flip rate; Wilson interval over tasks); "
+              "replicate A/A: the share of pairs whose second run without skills (the replicate arm) came out "
+              "otherwise than the first (the judge's and the sampling's flips together): a verdict is worth "
+              "reading only well above both.") if rows else ""
     return {"rows": rows, "method": method}
 
 
@@ -531,7 +536,8 @@ def judged_lines(audit: Any) -> list[str]:
         out += wrap(f"{r['model']} {r['benchmark']}: {_count(r['wins'], 'win')}, {_count(r['ties'], 'tie')}, "
                     f"{_count(r['losses'], 'loss')} "
                     f"over {r['tasks']} tasks; effect {r['effect']} {r['ci']}, p {pval(r['p'])}, exact p "
-                    f"{pval(r['p_exact'])}; judge A/A flips: {r['aa']}", 100, indent="  ")
+                    f"{pval(r['p_exact'])}; judge A/A flips: {r['aa']}; replicate A/A flips: {r['replicate']}",
+                    100, indent="  ")
     return [*out, *wrap(view["method"], 100, indent="")]
 
 
