@@ -126,14 +126,8 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
                 score, answer = Score(False, "to be judged"), ep.answer
             else:
                 score, answer = scorer.score(task, ep.answer)
-        except AgentFailure as exc:
-            rec["error"] = f"agent: {exc}"
-            return rec
-        except HarnessError as exc:
-            rec["error"] = f"harness: {exc}"
-            return rec
-        except Exception as exc:  # a bug must not kill a long run
-            rec["error"] = f"unexpected {type(exc).__name__} on task {task.task_id}: {exc}"
+        except Exception as exc:  # a bug must not kill a long run either
+            rec["error"] = _error_of(exc, task.task_id)
             return rec
         rec["correct"] = bool(score.correct)
         rec["invoked"] = ep.invoked
@@ -153,6 +147,15 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
 
     engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
     return summary
+
+
+def _error_of(exc: Exception, task_id: str) -> str:
+    """An episode's failure as its record's `error`: the agent's, the harness's, or a bug's."""
+    if isinstance(exc, AgentFailure):
+        return f"agent: {exc}"
+    if isinstance(exc, HarnessError):
+        return f"harness: {exc}"
+    return f"unexpected {type(exc).__name__} on task {task_id}: {exc}"
 
 
 class _Both:
@@ -251,14 +254,8 @@ def run_task_replicates(opts: RunOptions, quiet: bool = False, on_record=None) -
         try:
             ep = call_agent(agent_fn, task_view(task, meta["seed"], epoch), None, opts.episode_timeout, agent_name)
             score, answer = (Score(False, "to be judged"), ep.answer) if judged else scorer.score(task, ep.answer)
-        except AgentFailure as exc:
-            out_rec["error"] = f"agent: {exc}"
-            return out_rec
-        except HarnessError as exc:
-            out_rec["error"] = f"harness: {exc}"
-            return out_rec
-        except Exception as exc:  # a bug must not kill a long run
-            out_rec["error"] = f"unexpected {type(exc).__name__} on task {task.task_id}: {exc}"
+        except Exception as exc:  # a bug must not kill a long run either
+            out_rec["error"] = _error_of(exc, task.task_id)
             return out_rec
         out_rec.update(correct=bool(score.correct), answer=answer if isinstance(answer, str) else ep.answer)
         meta.update({"latency_s": round(ep.latency_s, 3), "usage": ep.usage, "score": score.reason})
