@@ -559,6 +559,31 @@ def test_run_refuses_unisolated_scoring_without_the_flag(tmp_path, monkeypatch):
     assert len(recs) == 2 and not any("unsafe_scoring" in r["meta"] for r in recs)
 
 
+def test_the_replicate_arm_of_a_task_file_refuses_unisolated_scoring_too(tmp_path, monkeypatch):
+    """`run --tasks --arms replicate` scores model-written code like the pairs do: without isolation
+    it exits 2 with the same one line, before any agent call, and writes nothing."""
+    from click.testing import CliRunner
+
+    from skillaudit.cli import cli
+
+    monkeypatch.setattr(sandbox_mod, "isolation_status", lambda: (False, "not running as root"))
+    from _harness_fakes import write_library
+
+    lib = write_library(tmp_path / "skills")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t0", "prompt": "Write f() returning 1.", "tests": ["assert f() == 1"]}) + "\n")
+    base = tmp_path / "base.jsonl"
+    base.write_text(json.dumps({"task_id": "t0", "condition": "disabled", "correct": False, "model": "m",
+                                "benchmark": "tasks", "error": None, "meta": {"seed": 1}}) + "\n")
+    out = tmp_path / "out.jsonl"
+    res = CliRunner().invoke(cli, ["run", "--tasks", str(tasks), "--agent", "nowhere:agent", "--skills", str(lib),
+                                   "--arms", "replicate", "--base", str(base), "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not running as root" in lines[0] and "--unsafe-scoring" in lines[0]
+    assert not out.exists()
+
+
 def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypatch):
     """With --unsafe-scoring the run goes on, the progress line and warnings say so, and every record's
     meta has unsafe_scoring: true."""

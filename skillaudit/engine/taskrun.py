@@ -52,32 +52,17 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
                              "agent in --skills-mode catalog")
         return run_catalog_arms(opts, quiet, on_record)
     tasks = select_tasks(opts)  # bad task files fail here, before any model call
-    if opts.agent_spec:
-        agent_fn = load_agent(opts.agent_spec)
-        agent_name = opts.agent_spec
-        client: Any = _NullClient()
-    else:
-        from skillaudit.agents.agent import ChatClient
-
-        client = ChatClient(opts.agent)
-        agent_fn = (catalog_agent if opts.skills_mode == "catalog" else search_agent)(client, opts.agent)
-        agent_name = f"built-in {opts.skills_mode} agent"
+    agent_fn, agent_name, client = _agent_of(opts)
     if not opts.skills:
         raise InputError("--skills is required: the enabled condition needs a skill library")
-    if any(t.is_code or t.data.get("kind") == "tests" for t in tasks):
-        from skillaudit.sandbox import process as _sandbox
-
-        isolated, why = _sandbox.isolation_status()
-        if not isolated and not opts.unsafe_scoring:
-            raise HarnessError(f"refusing to run model-written code unisolated: {why}; "
-                               "run as root on Linux, or pass --unsafe-scoring to accept the risk")
+    _refuse_unisolated(opts, tasks)
     library = load_library(opts.skills)
     index = SkillIndex(library, set(opts.exclude_skills))
     if not index.skills:
         raise InputError("no skills left in the library after --exclude-skills")
     lib_hash = hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()[:16]
     benchmark = tasks[0].benchmark if opts.tasks else opts.benchmark
-    model_label = opts.model_label or (opts.agent_spec if opts.agent_spec else opts.agent.model)
+    model_label = _model_label(opts)
     out = Path(opts.out)
     reuse_line = None
     if opts.reuse:
@@ -149,6 +134,41 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
     return summary
 
 
+def _agent_of(opts: RunOptions) -> tuple[Any, str, Any]:
+    """(agent callable, its name as logged, the client to close) of a task-file run: `--agent`, or
+    the built-in chat loop of `--skills-mode` on the endpoint."""
+    if opts.agent_spec:
+        return load_agent(opts.agent_spec), opts.agent_spec, _NullClient()
+    from skillaudit.agents.agent import ChatClient
+
+    client = ChatClient(opts.agent)
+    agent_fn = (catalog_agent if opts.skills_mode == "catalog" else search_agent)(client, opts.agent)
+    return agent_fn, f"built-in {opts.skills_mode} agent", client
+
+
+def _model_label(opts: RunOptions) -> str:
+    """The model written to the records: `--model-label`, else the `--agent` spec or the endpoint's model."""
+    return opts.model_label or (opts.agent_spec if opts.agent_spec else opts.agent.model)
+
+
+def _refuse_unisolated(opts: RunOptions, tasks: Any) -> None:
+    """No model-written code is scored where the sandbox cannot isolate it, unless `--unsafe-scoring`."""
+    if any(t.is_code or t.data.get("kind") == "tests" for t in tasks):
+        from skillaudit.sandbox import process as _sandbox
+
+        isolated, why = _sandbox.isolation_status()
+        if not isolated and not opts.unsafe_scoring:
+            raise HarnessError(f"refusing to run model-written code unisolated: {why}; "
+                               "run as root on Linux, or pass --unsafe-scoring to accept the risk")
+
+
+def _pointwise_judge(opts: RunOptions, tasks: Any, plan: Plan, model_label: str, summary: RunSummary) -> Any:
+    """The judge of an arm's `grader: judge` tasks: each answer judged on its own (pointwise: its
+    score and correct, as the base run's were, never against another answer); None without any."""
+    judge = None if opts.judge is None else replace(opts.judge, mode="pointwise")
+    return _judged_runs(replace(opts, judge=judge), list(tasks), plan, model_label, summary)
+
+
 def _error_of(exc: Exception, task_id: str) -> str:
     """An episode's failure as its record's `error`: the agent's, the harness's, or a bug's."""
     if isinstance(exc, AgentFailure):
@@ -216,15 +236,9 @@ def run_task_replicates(opts: RunOptions, quiet: bool = False, on_record=None) -
             and str(rec.get("task_id")) in tasks and (not opts.task_ids or rec["task_id"] in set(opts.task_ids))]
     if not base:
         raise InputError(f"--base {opts.base}: no disabled runs of these tasks to replicate")
-    if opts.agent_spec:
-        agent_fn, agent_name, client = load_agent(opts.agent_spec), opts.agent_spec, _NullClient()
-    else:
-        from skillaudit.agents.agent import ChatClient
-
-        client = ChatClient(opts.agent)
-        agent_fn = (catalog_agent if opts.skills_mode == "catalog" else search_agent)(client, opts.agent)
-        agent_name = f"built-in {opts.skills_mode} agent"
-    model_label = opts.model_label or (opts.agent_spec if opts.agent_spec else opts.agent.model)
+    _refuse_unisolated(opts, [tasks[str(r["task_id"])] for r in base])
+    agent_fn, agent_name, client = _agent_of(opts)
+    model_label = _model_label(opts)
     out = Path(opts.out)
     done = prepare_output(out, opts.retry_errors)
     candidates = [Episode(str(r["task_id"]), "disabled", int(r.get("epoch", 1)), "replicate", -1, source=r)
@@ -235,8 +249,7 @@ def run_task_replicates(opts: RunOptions, quiet: bool = False, on_record=None) -
     if not plan.episodes:
         return summary
     scorer = TaskFileScorer(opts.limits, opts.threshold)
-    judge = _judged_runs(replace(opts, judge=None if opts.judge is None else replace(opts.judge, mode="pointwise")),
-                         list(tasks.values()), plan, model_label, summary)
+    judge = _pointwise_judge(opts, tasks.values(), plan, model_label, summary)
     closing: Any = client if judge is None else _Both(client, judge)
 
     def one(ep_: Episode) -> dict[str, Any]:
@@ -310,10 +323,7 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
         return summary
     client = ChatClient(opts.agent)
     scorer = TaskFileScorer(opts.limits, opts.threshold)
-    # judged tasks (`grader: judge`): an arm's answer is judged on its own (pointwise): its score and
-    # correct, as the base run's were, never against another answer
-    arm_judge = _judged_runs(replace(opts, judge=None if opts.judge is None else replace(opts.judge, mode="pointwise")),
-                             list(tasks.values()), plan, model_label, summary)
+    arm_judge = _pointwise_judge(opts, tasks.values(), plan, model_label, summary)
     closing: Any = client if arm_judge is None else _Both(client, arm_judge)
 
     def one(ep_: Episode) -> dict[str, Any]:
@@ -337,11 +347,8 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
         try:
             ep = call_agent(agent_fn, task_view(task, seed, epoch), skills, opts.episode_timeout, "built-in catalog agent")
             score, answer = (Score(False, "to be judged"), ep.answer) if judged else scorer.score(task, ep.answer)
-        except HarnessError as exc:
-            out_rec["error"] = f"agent: {exc}" if isinstance(exc, AgentFailure) else f"harness: {exc}"
-            return out_rec
-        except Exception as exc:
-            out_rec["error"] = f"unexpected {type(exc).__name__} on task {task.task_id}: {exc}"
+        except Exception as exc:  # a bug must not kill a long run either
+            out_rec["error"] = _error_of(exc, task.task_id)
             return out_rec
         out_rec.update(correct=bool(score.correct), invoked=ep.invoked, retrievals=ep.retrievals, answer=answer)
         meta.update({"latency_s": round(ep.latency_s, 3), "usage": ep.usage, "score": score.reason,
