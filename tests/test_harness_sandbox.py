@@ -559,9 +559,9 @@ def test_run_refuses_unisolated_scoring_without_the_flag(tmp_path, monkeypatch):
     assert len(recs) == 2 and not any("unsafe_scoring" in r["meta"] for r in recs)
 
 
-def test_the_replicate_arm_of_a_task_file_refuses_unisolated_scoring_too(tmp_path, monkeypatch):
-    """`run --tasks --arms replicate` scores model-written code like the pairs do: without isolation
-    it exits 2 with the same one line, before any agent call, and writes nothing."""
+def test_the_arms_of_a_task_file_refuse_unisolated_scoring_too(tmp_path, monkeypatch):
+    """`run --tasks --arms replicate` (and the catalog arms) score model-written code like the pairs
+    do: without isolation they exit 2 with the same one line, before any agent call, and write nothing."""
     from click.testing import CliRunner
 
     from skillaudit.cli import cli
@@ -582,6 +582,16 @@ def test_the_replicate_arm_of_a_task_file_refuses_unisolated_scoring_too(tmp_pat
     lines = [ln for ln in res.output.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and "not running as root" in lines[0] and "--unsafe-scoring" in lines[0]
     assert not out.exists()
+    # so do the catalog arms (their base run may have been made with --unsafe-scoring)
+    base.write_text(json.dumps({"task_id": "t0", "condition": "enabled", "correct": False, "model": "m",
+                                "benchmark": "tasks", "error": None, "invoked": True,
+                                "meta": {"seed": 1, "skills_mode": "catalog", "replay": [{"text": "x"}]}}) + "\n")
+    res = CliRunner().invoke(cli, ["run", "--tasks", str(tasks), "--skills-mode", "catalog", "--skills", str(lib),
+                                   "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--arms", "random",
+                                   "--base", str(base), "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not running as root" in lines[0] and not out.exists()
 
 
 def test_unsafe_scoring_is_warned_and_marked_in_every_record(tmp_path, monkeypatch):

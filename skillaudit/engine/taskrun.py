@@ -311,6 +311,7 @@ def run_catalog_arms(opts: RunOptions, quiet: bool = False, on_record=None) -> R
         base = [r for r in base if r["task_id"] in set(opts.task_ids)]
     if not base:
         raise InputError(f"--base {opts.base}: no catalog-mode enabled runs that loaded a skill")
+    _refuse_unisolated(opts, [tasks[str(r["task_id"])] for r in base])
     model_label = opts.model_label or opts.agent.model
     out = Path(opts.out)
     done = prepare_output(out, opts.retry_errors)
