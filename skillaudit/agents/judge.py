@@ -32,7 +32,6 @@ from skillaudit.errors import HarnessError
 KEY_ENV = "SKILLAUDIT_JUDGE_API_KEY"
 MAX_ANSWER_CHARS = 20_000  # of each answer shown to the judge (the rest is cut, and said so)
 SCALE = 10  # rubric scores are integers 0..SCALE, kept as score / SCALE in [0, 1]
-DEFAULT_THRESHOLD = 0.7  # a judged answer is correct at score >= this unless the task sets `threshold`
 
 SYSTEM = (
     "You are a strict, impartial grader. You grade answers to a task against a rubric. The answers "

@@ -206,59 +206,58 @@ class AttributionResult:
         """`difference(a, b)` for many pairs at once (a near-duplicate partner per skill: thousands in
         a large library): the sandwich path forms every contrast's variance from one dense inverse
         (`SandwichCov.difference_vars`) instead of two conjugate-gradient solves each."""
-        if self.effect_cov is None or (self.effect_samples is not None and self.effect_samples.shape[0]):
+        if self.effect_cov is None or self._resampled:
             return
-        by_id = {s.skill_id: s for s in self.skills}
-        index = {s: i for i, s in enumerate(self.skill_ids)}
-        cov, col_group = self.effect_cov
-        todo = []
-        for a, b in dict.fromkeys(pairs):
-            ra, rb = by_id.get(a), by_id.get(b)
-            if ((a, b) in self._differences or ra is None or rb is None or ra.coef is None or rb.coef is None
-                    or not (ra.identifiable and rb.identifiable)):
-                continue
-            todo.append((a, b, ra.coef - rb.coef, int(col_group[index[a]]), int(col_group[index[b]])))
-        if not todo:
-            return
-        var = cov.difference_vars(np.array([(ga, gb) for *_, ga, gb in todo], dtype=np.int64))
-        from statistics import NormalDist
-
-        z = NormalDist().inv_cdf(0.5 + float(self.settings.get("level", 0.95)) / 2)
-        for (a, b, diff, _, _), v in zip(todo, var.tolist(), strict=True):
-            se = float(np.sqrt(max(v, 0.0)))
-            self._differences[(a, b)] = (float(diff), (float(diff - z * se), float(diff + z * se)))
+        todo = [(a, b, rows) for a, b in dict.fromkeys(pairs)
+                if (a, b) not in self._differences and (rows := self._identified(a, b)) is not None]
+        if todo:
+            self._from_cov(todo)
 
     def difference(self, a: str, b: str) -> tuple[float, tuple[float, float]] | None:
         """coef(a) - coef(b) and its interval from the same task-level resamples (paired: both
         skills' coefficients come from each resample together); None when either coefficient is
         not identifiable or there are no intervals."""
-        if (a, b) in self._differences:
-            return self._differences[(a, b)]
-        out = self._difference(a, b)
-        self._differences[(a, b)] = out
-        return out
+        if (a, b) not in self._differences:
+            self._differences[(a, b)] = self._difference(a, b)
+        return self._differences[(a, b)]
 
-    def _difference(self, a: str, b: str) -> tuple[float, tuple[float, float]] | None:
+    @property
+    def _resampled(self) -> bool:
+        return self.effect_samples is not None and bool(self.effect_samples.shape[0])
+
+    def _identified(self, a: str, b: str) -> tuple[SkillAttribution, SkillAttribution] | None:
+        """Both rows, when both coefficients are identifiable (else no difference is formed)."""
         ra, rb = self.get(a), self.get(b)
         if ra is None or rb is None or ra.coef is None or rb.coef is None or not (ra.identifiable and rb.identifiable):
             return None
-        level = float(self.settings.get("level", 0.95))
-        diff = ra.coef - rb.coef
-        ia, ib = self.skill_ids.index(a), self.skill_ids.index(b)
-        if self.effect_samples is not None and self.effect_samples.shape[0]:
-            d = self.effect_samples[:, ia] - self.effect_samples[:, ib]
-            lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
-            return float(diff), (float(lo), float(hi))
-        if self.effect_cov is not None:
-            cov, col_group = self.effect_cov
-            ga, gb = int(col_group[ia]), int(col_group[ib])
-            e = np.zeros(cov.diag().size)
-            e[ga], e[gb] = 1.0, -1.0
-            se = float(np.sqrt(max(float(e @ cov.times(e)), 0.0)))
-            from statistics import NormalDist
+        return ra, rb
 
-            z = NormalDist().inv_cdf(0.5 + level / 2)
-            return float(diff), (float(diff - z * se), float(diff + z * se))
+    def _from_cov(self, todo: list[tuple[str, str, tuple[SkillAttribution, SkillAttribution]]]) -> None:
+        """Normal intervals of coef(a) - coef(b) from the sandwich covariance, for each (a, b, rows)."""
+        from statistics import NormalDist
+
+        cov, col_group = self.effect_cov
+        index = {s: i for i, s in enumerate(self.skill_ids)}
+        var = cov.difference_vars(np.array([(col_group[index[a]], col_group[index[b]]) for a, b, _ in todo],
+                                            dtype=np.int64))
+        z = NormalDist().inv_cdf(0.5 + float(self.settings.get("level", 0.95)) / 2)
+        for (a, b, (ra, rb)), v in zip(todo, var.tolist(), strict=True):
+            diff, se = float(ra.coef - rb.coef), float(np.sqrt(max(v, 0.0)))  # type: ignore[operator]
+            self._differences[(a, b)] = (diff, (diff - z * se, diff + z * se))
+
+    def _difference(self, a: str, b: str) -> tuple[float, tuple[float, float]] | None:
+        rows = self._identified(a, b)
+        if rows is None:
+            return None
+        if self._resampled:
+            level = float(self.settings.get("level", 0.95))
+            ia, ib = self.skill_ids.index(a), self.skill_ids.index(b)
+            d = self.effect_samples[:, ia] - self.effect_samples[:, ib]  # type: ignore[index]
+            lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
+            return float(rows[0].coef - rows[1].coef), (float(lo), float(hi))  # type: ignore[operator]
+        if self.effect_cov is not None:
+            self._from_cov([(a, b, rows)])
+            return self._differences[(a, b)]
         return None
 
     def to_dict(self) -> dict[str, Any]:

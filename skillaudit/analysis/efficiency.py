@@ -80,6 +80,11 @@ class ModelEfficiency:
         return {"model": self.model, "measures": [m.to_dict() for m in self.measures]}
 
 
+def _model_name(name: Any) -> str:
+    """A model as the cost table logged it; a record without one is the readers' "default"."""
+    return "default" if name is None else str(name)
+
+
 #: measures reported only where logged (most producers log neither; "not logged" for them is noise)
 _WHERE_LOGGED = ("score", "cached_tokens", "cost_usd", "turns")
 
@@ -152,8 +157,7 @@ def efficiency(table: Any, level: float = 0.95) -> list[ModelEfficiency]:
         limits = _timeouts(f["timeouts"], tmo[en[sel]], tmo[dis[sel]])
         effects = [replace(e, timeouts=limits) if e.measure == "latency_s" and e.logged and limits else e
                    for e in effects if e.measure not in _WHERE_LOGGED or e.logged]  # a score only where graded
-        name = f["models"][mi]  # as logged; a record without one is the readers' "default"
-        out.append(ModelEfficiency("default" if name is None else str(name), tuple(effects)))
+        out.append(ModelEfficiency(_model_name(f["models"][mi]), tuple(effects)))
     return out
 
 
@@ -166,20 +170,10 @@ def efficiency_doc(table: Any, level: float = 0.95) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------- per skill
-#: a cost ratio (enabled / disabled) whose interval lies above this is an efficiency harm (S107, L004)
+#: a cost ratio (enabled / disabled) whose interval lies above this is an efficiency harm (rule S107)
 RATIO_FLOOR = 1.5
 #: the per-skill measures: tokens (prompt + completion, where usage is logged) and wall time
 SKILL_MEASURES = {"tokens": "tokens (prompt + completion)", "latency_s": "wall time"}
-SKILL_METHOD = ("per skill, the pairs whose enabled run was shown it (its retrieving tasks, the task as the "
-                "unit): ratio: Hodges-Lehmann shift of the per-task log ratios (enabled / disabled), "
-                "exponentiated, with the interval that inverts the Wilcoxon signed-rank test; relative: the same "
-                "on the per-task log ratios minus the median of the model's retrieving tasks of the same "
-                "benchmark (its cost against the library's on the same kind of task), BH q over the screened "
-                "skills")
-
-
-def _model_name(name: Any) -> str:
-    return "default" if name is None else str(name)
 
 
 class _Shown:

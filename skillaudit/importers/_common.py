@@ -359,6 +359,19 @@ def name_benchmarks(sources: Sequence[SideSource], override: str | None = None
     return {s.path: bench_of[s.task] for s in sources}, how[0]
 
 
+# ---------------------------------------------------------------- logged quantities
+def count_of(v: Any) -> int | None:
+    """A logged count (tokens, turns): a non-negative integer (not a boolean), else None (not logged)."""
+    return v if type(v) is int and v >= 0 else None
+
+
+def amount_of(v: Any) -> float | None:
+    """A logged amount (cost, seconds): a finite non-negative number (not a boolean), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        return None
+    return float(v)
+
+
 # ---------------------------------------------------------------- outcomes
 def to_correct(value: Any, threshold: float) -> bool:
     """A score as pass/fail: booleans as they are, numbers (and Inspect's C/I/P/N) >= threshold.

@@ -44,7 +44,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillaudit.errors import ImportFormatError, InputError
-from skillaudit.importers._common import DISABLED, ENABLED, ImportReport, Pairer, load_json
+from skillaudit.importers._common import (
+    DISABLED,
+    ENABLED,
+    ImportReport,
+    Pairer,
+    amount_of,
+    count_of,
+    load_json,
+)
 from skillaudit.importers.trajectories import Trajectory, read_trial
 from skillaudit.importers.trajectories.claude_code import read_claude_code
 from skillaudit.util.term import named
@@ -423,11 +431,6 @@ def _seconds(start: Any, end: Any) -> float | None:
 _CLAUDE_TAIL = 1 << 20
 
 
-def _count(d: dict[str, Any], key: str) -> int | None:
-    v = d.get(key)
-    return v if type(v) is int and v >= 0 else None
-
-
 def claude_code_usage(folder: str | None) -> dict[str, Any]:
     """What Claude Code's own final `result` event (agent/claude-code.txt, stream-json) says the run
     cost, as record `meta`: `usage` (prompt tokens = input + cache creation + cache read, of which
@@ -457,21 +460,20 @@ def claude_code_usage(folder: str | None) -> dict[str, Any]:
             continue
         out: dict[str, Any] = {}
         u = ev.get("usage") if isinstance(ev.get("usage"), dict) else {}
-
-        parts = [_count(u, k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+        parts = [count_of(u.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
         if parts[0] is not None:
             usage = {"prompt_tokens": sum(p or 0 for p in parts)}
-            out_tok = _count(u, "output_tokens")
-            if out_tok is not None:
+            if (out_tok := count_of(u.get("output_tokens"))) is not None:
                 usage["completion_tokens"] = out_tok
             if parts[2] is not None:
                 usage["cached_tokens"] = parts[2]
             out["usage"] = usage
-        for key, name, scale in (("total_cost_usd", "cost_usd", 1.0), ("duration_ms", "latency_s", 1e-3),
-                                 ("num_turns", "turns", 1.0)):
-            v = ev.get(key)
-            if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0:
-                out[name] = int(v) if name == "turns" else float(v) if name == "cost_usd" else round(v * scale, 3)
+        if (cost := amount_of(ev.get("total_cost_usd"))) is not None:
+            out["cost_usd"] = cost
+        if (ms := amount_of(ev.get("duration_ms"))) is not None:
+            out["latency_s"] = round(ms * 1e-3, 3)
+        if (turns := amount_of(ev.get("num_turns"))) is not None:
+            out["turns"] = int(turns)
         return out
     return {}
 
@@ -494,18 +496,12 @@ def _efficiency_meta(d: dict[str, Any], folder: str | None = None) -> dict[str, 
 def _result_json_meta(d: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     ar = d.get("agent_result") if isinstance(d.get("agent_result"), dict) else {}
-
-    def count(key: str) -> int | None:
-        v = ar.get(key)
-        return v if type(v) is int and v >= 0 else None
-
     usage = {name: v for name, key in (("prompt_tokens", "n_input_tokens"), ("completion_tokens", "n_output_tokens"),
-                                       ("cached_tokens", "n_cache_tokens")) if (v := count(key)) is not None}
+                                       ("cached_tokens", "n_cache_tokens")) if (v := count_of(ar.get(key))) is not None}
     if "prompt_tokens" in usage:
         out["usage"] = usage
-    cost = ar.get("cost_usd")
-    if not isinstance(cost, bool) and isinstance(cost, (int, float)) and math.isfinite(cost) and cost >= 0:
-        out["cost_usd"] = float(cost)
+    if (cost := amount_of(ar.get("cost_usd"))) is not None:
+        out["cost_usd"] = cost
     ex = d.get("agent_execution")
     if isinstance(ex, dict):
         secs = _seconds(ex.get("started_at"), ex.get("finished_at"))

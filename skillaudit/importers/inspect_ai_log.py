@@ -15,7 +15,6 @@ Needs the `inspect` extra (`pip install 'skillaudit[inspect]'`); it is imported 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,10 @@ from skillaudit.importers._common import (
     NameMatcher,
     Pairer,
     SideSource,
+    amount_of,
     arm_condition,
     check_arm,
+    count_of,
     name_benchmarks,
     skills_from_json,
     to_correct,
@@ -236,10 +237,6 @@ def _add_sample(sample: Any, path: str, side: str, pairer: Pairer, model: str, b
     pairer.add(condition, key, record, where)
 
 
-def _int(v: Any) -> int | None:
-    return v if type(v) is int and v >= 0 else None
-
-
 def usage_meta(sample: Any) -> dict[str, Any]:
     """What the sample cost, as record `meta`, summed over the models it called (`model_usage`):
     `usage` (prompt tokens = total - output, cached included whatever the provider's convention;
@@ -252,26 +249,26 @@ def usage_meta(sample: Any) -> dict[str, Any]:
     for u in (getattr(sample, "model_usage", None) or {}).values():
         if u is None:
             continue
-        total, output = _int(getattr(u, "total_tokens", None)), _int(getattr(u, "output_tokens", None))
-        inp = _int(getattr(u, "input_tokens", None))
+        total, output = count_of(getattr(u, "total_tokens", None)), count_of(getattr(u, "output_tokens", None))
+        inp = count_of(getattr(u, "input_tokens", None))
         if output is not None and (total or inp is not None):
             have_tokens = True
             prompt += total - output if total and total >= output else (inp or 0)
             completion += output
-        c = _int(getattr(u, "input_tokens_cache_read", None))
+        c = count_of(getattr(u, "input_tokens_cache_read", None))
         if c is not None:
             have_cached, cached = True, cached + c
-        tc = getattr(u, "total_cost", None)
-        if isinstance(tc, (int, float)) and not isinstance(tc, bool) and math.isfinite(tc) and tc >= 0:
-            have_cost, cost = True, cost + float(tc)
+        tc = amount_of(getattr(u, "total_cost", None))
+        if tc is not None:
+            have_cost, cost = True, cost + tc
     if have_tokens:
         out["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
                         **({"cached_tokens": cached} if have_cached else {})}
     if have_cost:
         out["cost_usd"] = round(cost, 8)
-    t = getattr(sample, "total_time", None)
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0:
-        out["latency_s"] = round(float(t), 3)
+    t = amount_of(getattr(sample, "total_time", None))
+    if t is not None:
+        out["latency_s"] = round(t, 3)
     return out
 
 

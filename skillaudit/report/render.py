@@ -222,12 +222,9 @@ def metrics_table(audit: Any, out: Console | None = None) -> None:
     ]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     any_sign = any_small = any_unlogged = False
-    n_bench: dict[str, int] = {}
-    for g in result.groups:
-        if g.benchmark != "*":
-            n_bench[g.model] = n_bench.get(g.model, 0) + 1
-    for g in result.groups:
-        if g.benchmark == "*" and n_bench.get(g.model, 0) == 1:
+    repeats = _pooled_repeats([(g.model, g.benchmark) for g in result.groups])
+    for g, again in zip(result.groups, repeats, strict=True):
+        if again:
             continue  # one benchmark: the pooled row would repeat it
         unlogged = bool(g.n_pairs) and g.n_use_unlogged == g.n_pairs
         flag = ""
@@ -482,19 +479,26 @@ def efficiency_view(doc: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows, "unlogged": unlogged, "method": sentence, "present": bool(eff.get("models"))}
 
 
+def _pooled_repeats(groups: list[tuple[str, str]]) -> list[bool]:
+    """Per (model, benchmark) group: whether it is the pooled row ('*') of a model with one
+    benchmark, which would only repeat that benchmark's row."""
+    n_bench: dict[str, int] = {}
+    for model, bench in groups:
+        if bench != "*":
+            n_bench[model] = n_bench.get(model, 0) + 1
+    return [bench == "*" and n_bench.get(model, 0) == 1 for model, bench in groups]
+
+
 def judged_view(groups: list[dict[str, Any]]) -> dict[str, Any]:
     """The judged-outcome section: per metrics group with judged pairs, wins, ties and losses of the
     enabled answer against the disabled one, the effect (wins - losses) / judged pairs with its
     interval and tests, and the judge's own A/A flip rate beside it; the method words come from
     the figures (`analysis.metrics.preference_figures`, `judge_aa_figures`)."""
     rows, tests = [], []
-    cells: dict[str, int] = {}
-    for g in groups:
-        if g["benchmark"] != "*":
-            cells[g["model"]] = cells.get(g["model"], 0) + 1
-    for g in groups:
+    repeats = _pooled_repeats([(g["model"], g["benchmark"]) for g in groups])
+    for g, again in zip(groups, repeats, strict=True):
         p = g.get("preference")
-        if not p or (g["benchmark"] == "*" and cells.get(g["model"], 0) <= 1):  # the pool of one benchmark
+        if not p or again:
             continue
         aa = p.get("judge_aa")
         ci = p.get("ci")
@@ -526,7 +530,7 @@ def _count(n: int, word: str) -> str:
 
 def judged_lines(audit: Any) -> list[str]:
     """`metrics`' judged-outcome lines (per group with judged pairs); [] without any."""
-    view = judged_view([g.to_dict() if hasattr(g, "to_dict") else g for g in audit.metrics.groups])
+    view = judged_view([g.to_dict() for g in audit.metrics.groups])
     if not view["rows"]:
         return []
     from skillaudit.util.term import wrap

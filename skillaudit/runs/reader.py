@@ -344,7 +344,7 @@ def _feed_block(st: _State, blob: bytes, lines: list[bytes], lineno: int, file_i
         else:
             # a `preference` or `judge_aa` on a disabled record is an error the exact path reports
             # (the schema cannot)
-            if (_PREFERENCE_NEEDLE not in blob and _AA_NEEDLE not in blob) or not any(
+            if not _judged(blob) or not any(
                     (r.preference is not None or r.judge_aa is not None) and not CONDITION_ALIASES[r.condition]
                     for r in recs):
                 _ingest_block(st, recs, lineno, file_ix)
@@ -454,8 +454,13 @@ _HASH_NEEDLE = b'"hash"'
 #: a block holding these bytes skips the C scanner (which reads only the plain shape): msgspec or
 #: the exact path read `use_logged` (a superset of the block when it is a view: never a miss)
 _USE_NEEDLE = b'"use_logged"'
-_PREFERENCE_NEEDLE = b'"preference"'
-_AA_NEEDLE = b'"judge_aa"'
+_JUDGE_NEEDLES = (b'"preference"', b'"judge_aa"')  # the judge's fields of an enabled record
+
+
+def _judged(blob: bytes) -> bool:
+    """Some line of `blob` may hold a judge's field (`preference`, `judge_aa`): the C scanner does
+    not read them, and only the exact path tells which record they are on."""
+    return any(n in blob for n in _JUDGE_NEEDLES)
 
 
 def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) -> int:
@@ -467,8 +472,7 @@ def _feed_blob(st: _State, blob: bytes | memoryview, lineno: int, file_ix: int) 
     if not st.saw_hash:  # a memoryview's whole buffer: a superset of the block, never a miss
         st.saw_hash = _HASH_NEEDLE in (blob.obj if isinstance(blob, memoryview) else blob)
     whole = blob.obj if isinstance(blob, memoryview) else blob
-    if (st.tables is not None and _USE_NEEDLE not in whole and _PREFERENCE_NEEDLE not in whole
-            and _AA_NEEDLE not in whole):
+    if st.tables is not None and _USE_NEEDLE not in whole and not _judged(whole):
         cols = _scan.scan(blob, st.models, st.benches, st.tasks, st.skills, st.tables)
         if cols is not None:
             _ingest_scanned(st, cols, blob, lineno, file_ix)
