@@ -322,3 +322,148 @@ def test_edge_lines_read_as_the_other_paths_read_them(line):
             got, want = _read(blob, True, adherence), _read(blob, False, adherence)
             assert got[0] == want[0]
             _assert_same_part(got[1], want[1])
+
+
+# ---------------------------------------------------------------- the cost columns (_scan.costs)
+_COST_VALUES = {
+    "model": [None, '"m1"', '"m2"', "null", "1", '"m\\n"', '"m\u00e9"'],
+    "benchmark": [None, '"b1"', "null", '"b2"'],
+    "epoch": [None, "1", "2", "3", "null", "1.0", "-3"],
+    "condition": ['"enabled"', '"disabled"', '"on"', '"off"', "null", "1", '"enabled "', '"en\\u0061bled"'],
+    "correct": ["true", "false", "null", "0", "1", '"yes"', "2"],
+    "arm": [None, None, None, "null", '"mask"', "{}"],
+    "error": [None, None, None, "null", '"boom"', "false", '""'],
+    "score": [None, "null", "0.5", "1", "true", '"0.5"', "1e-5", "1.5e300", "12345678901234567890", "-0.0",
+              "0.1234567890123456789"],
+}
+_CALL_ERRORS = [None, "null", "false", "true", "0", "0.0", "-0", "1", "2.5e-3", '""', '"e"', "[]", "[1]", "{}",
+                '{"a":1}', "[ ]", "{ }"]
+_SKILL_ITEMS = ['"a"', '"b"', '"c"', '{"id":"a"}', '{"id":"d","score":1.5}', '{"id":1}', '{"x":1}', "1", "null",
+                '"s\\u0062"', '{"id":"a","id":"b"}', "[]"]
+_USAGE_FIELDS = {
+    "prompt_tokens": [None, "null", "10", "-3", "true", "1.5", '"7"', "0"],
+    "completion_tokens": [None, "null", "4", "0", "false", "true", "2.5", '"3"'],
+    "cached_tokens": [None, None, "null", "3", "-1", "2.0", '"x"', "0"],
+    "prompt_tokens_details": [None, None, "null", '{"cached_tokens":5}', '{"cached_tokens":null}',
+                              '{"cached_tokens":-2}', '{"audio_tokens":1}', "5", "{}"],
+}
+_META_FIELDS = {
+    "latency_s": [None, "null", "1", "1.5", "true", "false", '"2"', "1e2"],
+    "timeout": [None, "null", '"agent"', '"verifier"', "5", '"a\\u0062"', '"\u00e9t\u00e9"'],
+    "cost_usd": [None, "null", "0.1", "3", "true", '"x"'],
+    "turns": [None, "null", "7", "2.5", "false"],
+}
+
+
+def _cost_line(rng: random.Random, i: int) -> str:
+    def obj(fields: dict[str, list], extra: list[str]) -> str:
+        # the first four values of each field are ones the scanner reads; the others are rare
+        members = [f'"{k}":{v}' for k, vals in fields.items()
+                   if (v := rng.choice(vals if rng.random() < 0.03 else vals[:4])) is not None] + extra
+        rng.shuffle(members)
+        sep = rng.choice([",", ", ", " ,\t"])
+        return "{" + sep.join(members) + "}"
+
+    fields = {k: v for k, v in _COST_VALUES.items()}
+    extra = [f'"task_id":"t{rng.randrange(6)}"', f'"answer":{json.dumps("x" * rng.randrange(40) + chr(10))}']
+    r = rng.random()
+    if r < 0.7:
+        calls = []
+        for _ in range(rng.randrange(4)):
+            call = []
+            if rng.random() < 0.9:
+                call.append('"skills":' + rng.choice(["null", "[]", '"ab"' if rng.random() < 0.1 else "null",
+                                                      "[" + ",".join(rng.choices(_SKILL_ITEMS[:9] if rng.random() < 0.8
+                                                                                 else _SKILL_ITEMS, k=rng.randrange(1, 5))) + "]"]))
+            if (e := rng.choice(_CALL_ERRORS)) is not None:
+                call.append(f'"error":{e}')
+            call.append('"query":"q"')
+            rng.shuffle(call)
+            calls.append(rng.choice(["{" + ",".join(call) + "}"] * 8 + ['"x"', "null"]))
+        extra.append('"retrievals":[' + ",".join(calls) + "]")
+    elif r < 0.8:
+        extra.append('"retrievals":' + rng.choice(["null", '"abc"', "{}", "[]", "{\"skills\":[\"a\"]}"]))
+    m = rng.random()
+    if m < 0.75:
+        meta_extra = ['"tokens":512']
+        u = rng.random()
+        if u < 0.7:
+            meta_extra.append('"usage":' + obj(_USAGE_FIELDS, ['"total_tokens":9'] if rng.random() < 0.3 else []))
+        elif u < 0.8:
+            meta_extra.append('"usage":' + rng.choice(["null", "5", '"x"', "[]"]))
+        extra.append('"meta":' + obj(_META_FIELDS, meta_extra))
+    elif m < 0.85:
+        extra.append('"meta":' + rng.choice(["null", '"x"', "5", "[]"]))
+    line = obj(fields, extra)
+    if rng.random() < 0.03:  # a repeated key
+        line = line[:-1] + "," + rng.choice(['"meta":{}', '"model":"m9"', '"score":1']) + "}"
+    return line
+
+
+def _costs_of(blob: bytes, scanner: bool) -> dict | Exception:
+    from skillaudit.runs import costs, inputs
+
+    table = costs.CostTable()
+    saved = inputs._scan
+    try:
+        if not scanner:
+            inputs._scan = None
+        inputs._add_costs(blob, table)
+        return table.freeze().frozen
+    except Exception as exc:  # what the other paths do with a shape they cannot read
+        return exc
+    finally:
+        inputs._scan = saved
+
+
+def test_cost_columns_equal_what_msgspec_and_the_dict_path_read():
+    """On 3,000 random blocks of records with every kind of cost field (odd types, nulls, escapes,
+    repeated keys, failed calls), the C cost columns equal the other paths' table, or the scanner
+    gives the block back (the other paths then read it, or fail, as before)."""
+    from skillaudit.runs import _scan
+
+    rng = random.Random(20261207)
+    read = bailed = 0
+    for _ in range(3000):
+        lines = [_cost_line(rng, i) for i in range(rng.choice([1, 2, 4, 8]))]
+        blob = ("\n".join(lines) + rng.choice(["\n", ""])).encode()
+        want = _costs_of(blob, scanner=False)
+        if _scan.costs(blob) is None:
+            bailed += 1
+            continue
+        read += 1
+        assert not isinstance(want, Exception), (blob, want)
+        got = _costs_of(blob, scanner=True)
+        assert got.keys() == want.keys()
+        for k, x in got.items():
+            y = want[k]
+            if isinstance(x, np.ndarray):
+                assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), (k, blob)
+                if x.dtype.kind == "f":  # -0.0 and 0.0 too
+                    assert np.array_equal(np.signbit(x), np.signbit(y)), (k, blob)
+            else:
+                assert x == y and [type(v) for v in x] == [type(v) for v in y] if isinstance(x, list) else x == y, (k, blob)
+    assert read > 600 and bailed > 600
+
+
+def test_cost_columns_span_blocks_in_first_seen_order():
+    """Ids interned block by block from the scanner's columns keep the order a record-at-a-time reader gives."""
+    from skillaudit.runs import costs, inputs
+
+    rng = random.Random(5)
+    blobs = [("\n".join(_cost_line(rng, i) for i in range(6)) + "\n").encode() for _ in range(400)]
+    blobs = [b for b in blobs if inputs._scan.costs(b) is not None]
+    with_c, without = costs.CostTable(), costs.CostTable()
+    saved = inputs._scan
+    for b in blobs:
+        inputs._add_costs(b, with_c)
+    try:
+        inputs._scan = None
+        for b in blobs:
+            inputs._add_costs(b, without)
+    finally:
+        inputs._scan = saved
+    a, b = with_c.freeze().frozen, without.freeze().frozen
+    assert len(blobs) > 50 and a["models"] == b["models"] and a["skills"] == b["skills"]
+    assert a["timeouts"] == b["timeouts"] and np.array_equal(a["m"], b["m"]) and np.array_equal(a["t"], b["t"])
+    assert np.array_equal(a["shown_skill"], b["shown_skill"]) and np.array_equal(a["shown_rec"], b["shown_rec"])

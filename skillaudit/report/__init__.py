@@ -14,7 +14,18 @@ below; never commands or cli (`clidoc` documents the click app `skillaudit.cli` 
 
 from __future__ import annotations
 
+from typing import Any
+
 from skillaudit.audit import AUDIT_SCHEMA, AuditResult, build_audit, load_audit
-from skillaudit.report.write import write_report
 
 __all__ = ["AUDIT_SCHEMA", "AuditResult", "build_audit", "load_audit", "write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    # write_report pulls in matplotlib and Jinja2 (~0.5 s): loaded when a report is written, not when
+    # a terminal view (rank, prune) imports skillaudit.report.render
+    if name == "write_report":
+        from skillaudit.report.write import write_report
+
+        return write_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1027,6 +1027,527 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ cost columns */
+/* costs(): the fields the cost figures read (skillaudit.runs.costs.CostTable), per main record (no
+ * arm, no error), in the plain shape only; None otherwise (the caller then decodes the block with
+ * msgspec or as dicts, which define what each value means: this reader must agree with them). It
+ * runs with the GIL held (numbers it cannot convert exactly are converted by Python at once). */
+typedef struct {
+    Local loc[5]; /* models, benchmarks, tasks, timeouts, skills */
+    Buf m, b, t, e, cond, ok, hu, tok, lat, cached, usd, turns, score, tmo, srec, sskill;
+    int64_t nmain;
+} CostBlock;
+
+/* a number's value as Python's float() of the decoded value (finite: JSON has no others) */
+static int cost_number(Cur *c, double *out, int *is_int) {
+    const char *s;
+    Py_ssize_t n;
+    int pending;
+    if (number_span(c, &s, &n, is_int) < 0 || number_value(s, n, *is_int, out, &pending) < 0) return BAIL;
+    if (pending) {
+        Num num = {s, n, -1};
+        if (convert(&num, out) < 0) return BAIL;
+    }
+    return 0;
+}
+
+/* an integer literal (at most 18 digits, either sign) */
+static int cost_int(Cur *c, int64_t *out) {
+    const char *s;
+    Py_ssize_t n;
+    int is_int;
+    if (number_span(c, &s, &n, &is_int) < 0 || !is_int || n > 18) return BAIL;
+    int neg = *s == '-';
+    int64_t v = 0;
+    for (Py_ssize_t i = neg; i < n; i++) v = v * 10 + (s[i] - '0');
+    *out = neg ? -v : v;
+    return 0;
+}
+
+/* skillaudit.runs.costs._number: a number (not a bool) as a float, anything else nan */
+static int number_or_nan(Cur *c, double *out) {
+    int is_int;
+    *out = NAN;
+    if (c->p < c->end && (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return cost_number(c, out, &is_int);
+    return skip_value(c, 2);
+}
+
+/* cached_tokens: a non-negative int as a float, any other value nan; *given unless null */
+static int cached_value(Cur *c, double *out, int *given) {
+    *given = !(c->p < c->end && *c->p == 'n');
+    *out = NAN;
+    if (c->p < c->end && (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) {
+        double v;
+        int is_int;
+        if (cost_number(c, &v, &is_int) < 0) return BAIL;
+        if (is_int && v >= 0) *out = v;
+        return 0;
+    }
+    return skip_value(c, 4);
+}
+
+/* meta.usage: costs._usage_of and costs._cached_of */
+static int usage_value(Cur *c, int *hu, int64_t tok[2], double *cached) {
+    const char *k;
+    Py_ssize_t kn;
+    if (!(c->p < c->end && *c->p == '{')) return skip_value(c, 2); /* not an object: not logged */
+    c->p++;
+    ws(c);
+    unsigned seen = 0;
+    int cached_given = 0;
+    double details = NAN;
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        if (member_key(c, &k, &kn, 1) < 0) return BAIL;
+        unsigned key = 0;
+        if (kn == 13 && memcmp(k, "prompt_tokens", 13) == 0) key = 1;
+        else if (kn == 17 && memcmp(k, "completion_tokens", 17) == 0) key = 2;
+        else if (kn == 13 && memcmp(k, "cached_tokens", 13) == 0) key = 4;
+        else if (kn == 21 && memcmp(k, "prompt_tokens_details", 21) == 0) key = 8;
+        if (key & seen) return BAIL;
+        seen |= key;
+        if (key == 1 || key == 2) {
+            if (c->p < c->end && *c->p == 'n') { /* null: not logged / 0 */
+                if (literal(c, "null", 4) < 0) return BAIL;
+            } else {
+                int64_t v;
+                if (cost_int(c, &v) < 0) return BAIL; /* a bool, float or string: the other paths decide */
+                if (key == 1) *hu = 1;
+                tok[key - 1] = v;
+            }
+        } else if (key == 4) {
+            if (cached_value(c, cached, &cached_given) < 0) return BAIL;
+        } else if (key == 8) {
+            if (c->p < c->end && *c->p == '{') {
+                c->p++;
+                ws(c);
+                int seen_c = 0, given;
+                if (c->p < c->end && *c->p == '}') {
+                    c->p++;
+                } else {
+                    for (;;) {
+                        if (member_key(c, &k, &kn, 1) < 0) return BAIL;
+                        if (kn == 13 && memcmp(k, "cached_tokens", 13) == 0) {
+                            if (seen_c++ || cached_value(c, &details, &given) < 0) return BAIL;
+                        } else if (skip_value(c, 4) < 0) {
+                            return BAIL;
+                        }
+                        int more = next_or_close(c, '}');
+                        if (more < 0) return BAIL;
+                        if (!more) break;
+                    }
+                }
+            } else if (skip_value(c, 3) < 0) {
+                return BAIL;
+            }
+        } else if (skip_value(c, 3) < 0) {
+            return BAIL;
+        }
+        int more = next_or_close(c, '}');
+        if (more < 0) return BAIL;
+        if (!more) break;
+    }
+    if (!*hu) tok[0] = tok[1] = 0; /* no prompt_tokens: the usage is not logged */
+    if (!cached_given) *cached = details;
+    return 0;
+}
+
+/* whether a value is truthy in Python (a call's `error`) */
+static int truthy(Cur *c, int *out) {
+    if (c->p >= c->end) return BAIL;
+    char ch = *c->p;
+    if (ch == 'n' || ch == 'f') {
+        *out = 0;
+        return skip_value(c, 3);
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        double v;
+        int is_int;
+        if (cost_number(c, &v, &is_int) < 0) return BAIL;
+        *out = v != 0;
+        return 0;
+    }
+    if (ch == '"') {
+        *out = !(c->p + 1 < c->end && c->p[1] == '"');
+        return skip_value(c, 3);
+    }
+    if (ch == '[' || ch == '{') {
+        const char *q = c->p + 1;
+        while (q < c->end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+        *out = !(q < c->end && *q == (ch == '[' ? ']' : '}'));
+        return skip_value(c, 3);
+    }
+    *out = 1;
+    return skip_value(c, 3);
+}
+
+/* the skills of one call (costs._shown): ids of string items and of objects' string `id`s */
+static int cost_call_skills(Cur *c, Refs *refs) {
+    const char *k, *s;
+    Py_ssize_t kn, n;
+    int list = open_list(c);
+    if (list != LIST_ITEMS) return list < 0 ? BAIL : 0;
+    for (;;) {
+        if (c->p < c->end && *c->p == '"') {
+            if (plain_string(c, &s, &n) < 0 || refs_put(refs, s, n, NAN) < 0) return BAIL;
+        } else if (c->p < c->end && *c->p == '{') {
+            c->p++;
+            ws(c);
+            int seen_id = 0;
+            if (c->p < c->end && *c->p == '}') {
+                c->p++;
+            } else {
+                for (;;) {
+                    if (member_key(c, &k, &kn, 1) < 0) return BAIL;
+                    if (kn == 2 && memcmp(k, "id", 2) == 0) {
+                        if (seen_id++) return BAIL;
+                        if (c->p < c->end && *c->p == '"') {
+                            if (plain_string(c, &s, &n) < 0 || refs_put(refs, s, n, NAN) < 0) return BAIL;
+                        } else if (skip_value(c, 5) < 0) {
+                            return BAIL;
+                        }
+                    } else if (skip_value(c, 5) < 0) {
+                        return BAIL;
+                    }
+                    int more = next_or_close(c, '}');
+                    if (more < 0) return BAIL;
+                    if (!more) break;
+                }
+            }
+        } else if (skip_value(c, 4) < 0) { /* a number, list or null: no skill */
+            return BAIL;
+        }
+        int more = next_or_close(c, ']');
+        if (more <= 0) return more;
+    }
+}
+
+/* 'retrievals': the skills of the calls without an error, appended to refs (calls that are not
+ * objects are passed over, as costs._shown does) */
+static int cost_retrievals(Cur *c, Refs *refs) {
+    const char *k;
+    Py_ssize_t kn;
+    if (c->p < c->end && (*c->p == '"' || *c->p == '{' || *c->p == 't' || *c->p == 'f'))
+        return skip_value(c, 1); /* iterated by the dict path: no call objects */
+    int list = open_list(c);
+    if (list != LIST_ITEMS) return list < 0 ? BAIL : 0;
+    for (;;) {
+        if (c->p < c->end && *c->p == '{') {
+            size_t mark = refs->len;
+            int err = 0, seen_skills = 0, seen_err = 0;
+            c->p++;
+            ws(c);
+            if (c->p < c->end && *c->p == '}') {
+                c->p++;
+            } else {
+                for (;;) {
+                    if (member_key(c, &k, &kn, 1) < 0) return BAIL;
+                    if (kn == 6 && memcmp(k, "skills", 6) == 0) {
+                        if (seen_skills++ || cost_call_skills(c, refs) < 0) return BAIL;
+                    } else if (kn == 5 && memcmp(k, "error", 5) == 0) {
+                        if (seen_err++ || truthy(c, &err) < 0) return BAIL;
+                    } else if (skip_value(c, 3) < 0) {
+                        return BAIL;
+                    }
+                    int more = next_or_close(c, '}');
+                    if (more < 0) return BAIL;
+                    if (!more) break;
+                }
+            }
+            if (err) refs->len = mark; /* a failed call showed nothing */
+        } else if (skip_value(c, 2) < 0) {
+            return BAIL;
+        }
+        int more = next_or_close(c, ']');
+        if (more <= 0) return more;
+    }
+}
+
+enum { C_TASK = 1, C_COND = 2, C_CORRECT = 4, C_EPOCH = 8, C_MODEL = 16, C_BENCH = 32, C_RETS = 64,
+       C_ERROR = 128, C_ARM = 256, C_SCORE = 512, C_META = 1024 };
+
+typedef struct {
+    const char *task, *model, *bench, *tmo;
+    Py_ssize_t task_n, model_n, bench_n, tmo_n;
+    int64_t epoch, tok[2];
+    int cond, ok, main, hu;
+    double score, lat, cached, usd, turns;
+} CostRec;
+
+static int cost_meta(Cur *c, CostRec *r) {
+    const char *k;
+    Py_ssize_t kn;
+    if (!(c->p < c->end && *c->p == '{')) return skip_value(c, 1); /* not an object: read as {} */
+    c->p++;
+    ws(c);
+    unsigned seen = 0;
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        if (member_key(c, &k, &kn, 1) < 0) return BAIL;
+        unsigned key = 0;
+        if (kn == 5 && memcmp(k, "usage", 5) == 0) key = 1;
+        else if (kn == 9 && memcmp(k, "latency_s", 9) == 0) key = 2;
+        else if (kn == 7 && memcmp(k, "timeout", 7) == 0) key = 4;
+        else if (kn == 8 && memcmp(k, "cost_usd", 8) == 0) key = 8;
+        else if (kn == 5 && memcmp(k, "turns", 5) == 0) key = 16;
+        if (key & seen) return BAIL;
+        seen |= key;
+        int rc;
+        switch (key) {
+        case 1:
+            rc = usage_value(c, &r->hu, r->tok, &r->cached);
+            break;
+        case 2: /* costs._latency_of: an int or float (a bool too) */
+            if (c->p < c->end && (*c->p == 't' || *c->p == 'f')) {
+                r->lat = *c->p == 't';
+                rc = skip_value(c, 2);
+            } else {
+                rc = number_or_nan(c, &r->lat);
+            }
+            break;
+        case 4:
+            if (c->p < c->end && *c->p == '"') {
+                rc = plain_string(c, &r->tmo, &r->tmo_n);
+            } else {
+                r->tmo = NULL;
+                rc = skip_value(c, 2);
+            }
+            break;
+        case 8:
+            rc = number_or_nan(c, &r->usd);
+            break;
+        case 16:
+            rc = number_or_nan(c, &r->turns);
+            break;
+        default:
+            rc = skip_value(c, 2);
+        }
+        if (rc < 0) return BAIL;
+        int more = next_or_close(c, '}');
+        if (more < 0) return BAIL;
+        if (!more) break;
+    }
+    return 0;
+}
+
+static int cost_record(Cur *c, CostRec *r, Refs *refs) {
+    const char *k, *s;
+    Py_ssize_t kn, n;
+    unsigned seen = 0;
+    r->model = r->bench = r->tmo = NULL;
+    r->epoch = 1;
+    r->cond = 2;
+    r->ok = 0;
+    r->main = 1;
+    r->hu = 0;
+    r->tok[0] = r->tok[1] = 0;
+    r->score = r->lat = r->cached = r->usd = r->turns = NAN;
+    refs->len = 0;
+    ws(c);
+    if (c->p >= c->end || *c->p != '{') return BAIL;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}') return BAIL;
+    for (;;) {
+        if (member_key(c, &k, &kn, 1) < 0) return BAIL;
+        unsigned key = 0;
+#define KEY(w, bit) else if (kn == (Py_ssize_t)(sizeof(w) - 1) && memcmp(k, w, sizeof(w) - 1) == 0) key = bit
+        if (0) {}
+        KEY("task_id", C_TASK);
+        KEY("condition", C_COND);
+        KEY("correct", C_CORRECT);
+        KEY("epoch", C_EPOCH);
+        KEY("model", C_MODEL);
+        KEY("benchmark", C_BENCH);
+        KEY("retrievals", C_RETS);
+        KEY("error", C_ERROR);
+        KEY("arm", C_ARM);
+        KEY("score", C_SCORE);
+        KEY("meta", C_META);
+#undef KEY
+        if (key & seen) return BAIL;
+        seen |= key;
+        int rc = 0;
+        switch (key) {
+        case C_TASK:
+            rc = plain_string(c, &r->task, &r->task_n);
+            break;
+        case C_COND: /* CostTable's condition codes: exactly "enabled" 0, "disabled" 1, else 2 */
+            if (c->p < c->end && *c->p == '"') {
+                if ((rc = plain_string(c, &s, &n)) == 0)
+                    r->cond = (n == 7 && memcmp(s, "enabled", 7) == 0) ? 0 : (n == 8 && memcmp(s, "disabled", 8) == 0) ? 1 : 2;
+            } else {
+                rc = skip_value(c, 1);
+            }
+            break;
+        case C_CORRECT: {
+            int v;
+            rc = flag_value(c, 1, &v);
+            r->ok = v == 1;
+            break;
+        }
+        case C_EPOCH: /* the reader refuses others */
+            rc = cost_int(c, &r->epoch) < 0 || r->epoch < 1 ? BAIL : 0;
+            break;
+        case C_MODEL: /* null: as not logged */
+            rc = c->p < c->end && *c->p == 'n' ? literal(c, "null", 4) : plain_string(c, &r->model, &r->model_n);
+            break;
+        case C_BENCH:
+            rc = c->p < c->end && *c->p == 'n' ? literal(c, "null", 4) : plain_string(c, &r->bench, &r->bench_n);
+            break;
+        case C_RETS:
+            rc = cost_retrievals(c, refs);
+            break;
+        case C_ERROR:
+        case C_ARM:
+            if (c->p < c->end && *c->p == 'n') rc = literal(c, "null", 4);
+            else {
+                r->main = 0;
+                rc = skip_value(c, 1);
+            }
+            break;
+        case C_SCORE:
+            rc = number_or_nan(c, &r->score);
+            break;
+        case C_META:
+            rc = cost_meta(c, r);
+            break;
+        default:
+            rc = skip_value(c, 1);
+        }
+        if (rc < 0) return BAIL;
+        int more = next_or_close(c, '}');
+        if (more < 0) return BAIL;
+        if (!more) break;
+    }
+    ws(c);
+    if (c->p < c->end && *c->p != '\n') return BAIL;
+    if (!(seen & C_TASK)) return BAIL;
+    return 0;
+}
+
+#define PUT(buf, v) buf_put(&(buf), &(v), sizeof(v))
+
+static int cost_block(const char *p, const char *end, CostBlock *B, Refs *refs) {
+    int64_t shown[64];
+    while (p < end) {
+        Cur c = {p, end, NULL};
+        CostRec r;
+        if (cost_record(&c, &r, refs) < 0) return BAILED;
+        const char *nl = c.p < end ? c.p : NULL;
+        if (r.main) {
+            int32_t ids[4];
+            const char *spans[4] = {r.model, r.bench, r.task, r.tmo};
+            Py_ssize_t lens[4] = {r.model_n, r.bench_n, r.task_n, r.tmo_n};
+            for (int i = 0; i < 4; i++) {
+                int64_t id = spans[i] ? local_id(&B->loc[i], spans[i], lens[i]) : -1;
+                if (spans[i] && id < 0) return NOMEM;
+                if (id > INT32_MAX) return BAILED;
+                ids[i] = (int32_t)id;
+            }
+            int8_t cond = (int8_t)r.cond;
+            uint8_t ok = (uint8_t)r.ok, hu = (uint8_t)r.hu;
+            if (PUT(B->m, ids[0]) || PUT(B->b, ids[1]) || PUT(B->t, ids[2]) || PUT(B->tmo, ids[3]) ||
+                PUT(B->e, r.epoch) || PUT(B->cond, cond) || PUT(B->ok, ok) || PUT(B->hu, hu) ||
+                buf_put(&B->tok, r.tok, sizeof(r.tok)) || PUT(B->lat, r.lat) || PUT(B->cached, r.cached) ||
+                PUT(B->usd, r.usd) || PUT(B->turns, r.turns) || PUT(B->score, r.score))
+                return NOMEM;
+            if (r.cond == 0) { /* the skills an enabled record was shown, each once, first-seen order */
+                size_t ns = 0;
+                for (size_t i = 0; i < refs->len; i++) {
+                    int64_t sid = local_id(&B->loc[4], refs->refs[i].s, refs->refs[i].n);
+                    if (sid < 0) return NOMEM;
+                    size_t j = 0;
+                    while (j < ns && shown[j] != sid) j++;
+                    if (j < ns) continue;
+                    if (ns == 64) return BAILED; /* an unusual record: the other paths read it */
+                    shown[ns++] = sid;
+                    if (PUT(B->srec, B->nmain) || PUT(B->sskill, sid)) return NOMEM;
+                }
+            }
+            B->nmain++;
+        }
+        if (!nl) break;
+        p = nl + 1;
+    }
+    return OK;
+}
+
+static PyObject *vocab_list(const Local *L) {
+    PyObject *out = PyList_New((Py_ssize_t)L->len);
+    if (!out) return NULL;
+    for (size_t k = 0; k < L->len; k++) {
+        PyObject *s = PyUnicode_DecodeUTF8(L->keys[k].s, L->keys[k].n, "strict");
+        if (!s) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)k, s);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(costs_doc,
+"costs(block) -> tuple | None\n\n"
+"The cost columns of the main records (no arm, no error) of a block of whole JSON Lines, or None when\n"
+"a line is not in the plain shape. Bytes of native arrays, per main record: model, benchmark, task,\n"
+"timeout (int32 block-local ids, -1: not logged / not a string), epoch (int64), condition (int8: 0\n"
+"\"enabled\", 1 \"disabled\", 2 other), correct, usage logged (uint8), prompt and completion tokens\n"
+"(int64 pairs), latency, cached tokens, cost in USD, turns, score (float64, nan: not logged); then\n"
+"per skill an enabled record was shown (calls without an error, each skill once): record (int64,\n"
+"index among the main records) and skill (int64 local id); then the local vocabularies (lists of\n"
+"str): models, benchmarks, tasks, timeouts, skills.");
+
+static PyObject *costs(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    CostBlock *B = calloc(1, sizeof(CostBlock));
+    Refs refs = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (!B) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int status = cost_block(view.buf, (const char *)view.buf + view.len, B, &refs);
+    if (PyErr_Occurred()) goto done; /* never: convert() clears its errors */
+    if (status == NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status == BAILED) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    PyObject *v[5] = {NULL};
+    for (int i = 0; i < 5; i++) {
+        if (!(v[i] = vocab_list(&B->loc[i]))) {
+            for (int j = 0; j < i; j++) Py_DECREF(v[j]);
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(LNNNNNNNNNNNNNNNNNNNNN)", (long long)B->nmain, as_bytes(&B->m), as_bytes(&B->b),
+                           as_bytes(&B->t), as_bytes(&B->tmo), as_bytes(&B->e), as_bytes(&B->cond),
+                           as_bytes(&B->ok), as_bytes(&B->hu), as_bytes(&B->tok), as_bytes(&B->lat),
+                           as_bytes(&B->cached), as_bytes(&B->usd), as_bytes(&B->turns), as_bytes(&B->score),
+                           as_bytes(&B->srec), as_bytes(&B->sskill), v[0], v[1], v[2], v[3], v[4]);
+done:
+    for (int i = 0; i < 5; i++) local_free(&B->loc[i]);
+    Buf *bufs[] = {&B->m, &B->b, &B->t, &B->e, &B->cond, &B->ok, &B->hu, &B->tok, &B->lat, &B->cached,
+                   &B->usd, &B->turns, &B->score, &B->tmo, &B->srec, &B->sskill};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]->data);
+    free(refs.refs);
+    free(B);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 PyDoc_STRVAR(maybe_huge_doc,
 "maybe_huge(block) -> bool\n\n"
 "Whether the bytes hold what could be a number too large for a double: an exponent of three\n"
@@ -1077,6 +1598,7 @@ static PyMethodDef methods[] = {
      "tables() -> capsule\n\nThe id caches scan() keeps between calls for one set of vocabularies."},
     {"scan", scan, METH_VARARGS, scan_doc},
     {"maybe_huge", maybe_huge, METH_VARARGS, maybe_huge_doc},
+    {"costs", costs, METH_VARARGS, costs_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -55,6 +55,15 @@ def _latency_of(meta: Any) -> float:
     return float(lat) if isinstance(lat, (int, float)) else np.nan
 
 
+def _interned(local: np.ndarray, vocab: list[str], ids: dict[Any, int]) -> np.ndarray:
+    """Block-local ids (-1: None) as ids of `ids`, interned in the order the records first use them."""
+    uniq, first = np.unique(local, return_index=True)
+    to = np.empty(len(vocab) + 1, np.int64)  # the last slot is -1's: None
+    for u in uniq[np.argsort(first, kind="stable")].tolist():
+        to[u] = ids[vocab[u] if u >= 0 else None]
+    return to[local]
+
+
 class _Ids(dict):
     """Values (any hashable) -> ids in first-seen order."""
 
@@ -177,6 +186,32 @@ class CostTable:
                 col += map(skills.__getitem__, r.shown)
         c["srec"].append(np.array(rec, dtype=np.int64) + self.n)
         c["sskill"].append(np.array(col, dtype=np.int64))
+        self.n += n
+
+    def add_columns(self, cols: tuple[Any, ...]) -> None:
+        """A block's columns from the C scanner (`skillaudit.runs._scan.costs`): block-local ids
+        (-1: not logged) are interned into the vocabularies in the order the records first use
+        them, so the table equals the one `add_block` builds from the same records."""
+        self._flush()
+        (n, m, b, t, tmo, e, cond, ok, hu, tok, lat, cached, usd, turns, score, srec, sskill,
+         v_m, v_b, v_t, v_tmo, v_s) = cols
+        if not n:
+            return
+        c = self.cols
+        for col, vocab, ids, raw in (("m", v_m, self.ids["model"], m), ("b", v_b, self.ids["benchmark"], b),
+                                     ("t", v_t, self.ids["task_id"], t), ("tmo", v_tmo, self.timeouts, tmo)):
+            c[col].append(_interned(np.frombuffer(raw, np.int32), vocab, ids))
+        c["e"].append(np.frombuffer(e, np.int64))
+        c["cond"].append(np.frombuffer(cond, np.int8))
+        c["ok"].append(np.frombuffer(ok, bool))
+        c["hu"].append(np.frombuffer(hu, bool))
+        c["tok"].append(np.frombuffer(tok, np.int64).reshape(n, 2))
+        for col, raw in (("lat", lat), ("cached", cached), ("usd", usd), ("turns", turns), ("score", score)):
+            c[col].append(np.frombuffer(raw, np.float64))
+        skills = self.skills
+        smap = np.fromiter(map(skills.__getitem__, v_s), np.int64, len(v_s))
+        c["srec"].append(np.frombuffer(srec, np.int64) + self.n)
+        c["sskill"].append(smap[np.frombuffer(sskill, np.int64)])
         self.n += n
 
     def add_record(self, rec: dict[str, Any]) -> None:

@@ -45,7 +45,7 @@ from skillaudit.runs.provenance import (
     edited_by_digest,
     edited_skills,
 )
-from skillaudit.runs.reader import _HASH_NEEDLE
+from skillaudit.runs.reader import _HASH_NEEDLE, _scan
 from skillaudit.runs.records import CONDITION_ALIASES, DISABLED, ENABLED, _CodeLines
 
 try:
@@ -247,7 +247,13 @@ def _add_costs(data: bytes, table: CostTable) -> None:
 
     The block is decoded at once into typed records holding only those fields; a block where one
     does not fit that shape (a `meta` that is not an object, a retrieved skill that is a number,
-    a blank line) is read line by line as dicts, as `skill_costs` reads them."""
+    a blank line) is read line by line as dicts, as `skill_costs` reads them. Before both, the C
+    scanner reads the plain shape into columns (no object per record), where it is built."""
+    if _scan is not None:
+        cols = _scan.costs(data)
+        if cols is not None:
+            table.add_columns(cols)
+            return
     if _decode_costs is not None:
         try:
             recs = _decode_costs(b"[" + data.rstrip(b"\r\n").replace(b"\n", b",") + b"]")
