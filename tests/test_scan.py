@@ -366,6 +366,8 @@ def _cost_line(rng: random.Random, i: int) -> str:
 
     fields = {k: v for k, v in _COST_VALUES.items()}
     extra = [f'"task_id":"t{rng.randrange(6)}"', f'"answer":{json.dumps("x" * rng.randrange(40) + chr(10))}']
+    if rng.random() < 0.2:  # a field no path reads, with numbers only Python converts (1e400: not finite)
+        extra.append('"other":' + rng.choice(["1e5", "[2.5E-3,1]", '{"n":-1e+2}', "1e400", "123456789012345678901"]))
     r = rng.random()
     if r < 0.7:
         calls = []

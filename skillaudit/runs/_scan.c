@@ -1434,12 +1434,12 @@ static int cost_record(Cur *c, CostRec *r, Refs *refs) {
 
 #define PUT(buf, v) buf_put(&(buf), &(v), sizeof(v))
 
-static int cost_block(const char *p, const char *end, CostBlock *B, Refs *refs) {
+static int cost_block(const char *p, const char *end, CostBlock *B, Refs *refs, Nums *nums) {
     int64_t shown[64];
     while (p < end) {
-        Cur c = {p, end, NULL};
+        Cur c = {p, end, nums};
         CostRec r;
-        if (cost_record(&c, &r, refs) < 0) return BAILED;
+        if (cost_record(&c, &r, refs) < 0) return nums->oom ? NOMEM : BAILED;
         const char *nl = c.p < end ? c.p : NULL;
         if (r.main) {
             int32_t ids[4];
@@ -1514,8 +1514,14 @@ static PyObject *costs(PyObject *self, PyObject *args) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    int status = cost_block(view.buf, (const char *)view.buf + view.len, B, &refs);
-    if (PyErr_Occurred()) goto done; /* never: convert() clears its errors */
+    Nums nums = {NULL, 0, 0, 0};
+    int status = cost_block(view.buf, (const char *)view.buf + view.len, B, &refs, &nums);
+    /* numbers skipped over whose finiteness only Python's conversion tells (an exponent) */
+    for (size_t i = 0; status == OK && i < nums.len; i++) {
+        double v;
+        if (convert(&nums.v[i], &v) < 0) status = BAILED;
+    }
+    free(nums.v);
     if (status == NOMEM) {
         PyErr_NoMemory();
         goto done;
