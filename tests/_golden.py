@@ -10,7 +10,7 @@ library (simulate(..., seed=1), as the prune view's test) and the imported Skill
 allows. Each is stored gzipped as `<input>/<output>.gz`.
 
 `same(old, new)` is the equivalence: every value of the golden is in the new output and equal
-(numbers to 1e-9 relative), except the clock (`generated_at`), words (a string with a space in it: sentences may be corrected)
+(numbers, also a CSV cell's number text, to 1e-9 relative), except the clock (`generated_at`), words (a string with a space in it: sentences may be corrected)
 and except that the new output may add `method` fields.
 """
 
@@ -133,8 +133,21 @@ def same(old: Any, new: Any, where: str = "$") -> list[str]:
     if isinstance(old, str):
         if _is_words(old) or old == new:
             return []
+        a, b = _number_text(old), _number_text(new)  # a CSV cell holds a number as text
+        if a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
+            return []
         return [f"{where}: {old!r} -> {new!r}"]
     return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
+
+
+def _number_text(s: Any) -> float | None:
+    """The number a text cell holds (a CSV field), else None."""
+    if not isinstance(s, str):
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        return None
 
 
 def parse(name: str, data: bytes) -> Any:

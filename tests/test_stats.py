@@ -380,3 +380,51 @@ def test_skellam_test_matches_scipy():
         ref = min(1.0, 2 * min(skellam.cdf(d, mu1, mu2), skellam.sf(d - 1, mu1, mu2)))
         assert abs(p - ref) < 1e-9
         assert a <= round(mu1 - mu2) <= b
+
+
+def test_batched_skellam_in_c_equals_the_python_test():
+    """`_perm.skellam` (every exact test of `stratified_relative` in one call) gives skellam_test's
+    p, smallest p and acceptance region on 3,000 random tests, lambdas 0 to 1,500 included."""
+    from skillaudit.analysis import _perm
+    from skillaudit.stats import skellam_test
+
+    rng = np.random.default_rng(11)
+    rows, want = [], []
+    for _ in range(3000):
+        lu, lv = (float(rng.choice([0.0, rng.exponential(3), rng.uniform(0, 1500)])) for _ in range(2))
+        lo, hi = -int(rng.integers(0, 60)), int(rng.integers(0, 60))
+        d = int(rng.integers(lo, hi + 1))
+        level = float(rng.choice([0.95, 0.9, 0.99]))
+        rows.append((d, lu, lv, lo, hi, level))
+        want.append(skellam_test(d, lu, lv, level, (lo, hi)))
+    arr = np.array(rows)
+    out = np.zeros((len(rows), 4))
+    out[:, 0] = 1 - arr[:, 5]
+    _perm.skellam(np.ascontiguousarray(arr[:, :5]), out)
+    want = np.array(want, dtype=np.float64)
+    np.testing.assert_allclose(out[:, :2], want[:, :2], rtol=1e-9, atol=1e-300)
+    assert np.array_equal(out[:, 2:], want[:, 2:])
+    with pytest.raises(ValueError, match="out of range"):
+        _perm.skellam(np.array([[5.0, 1.0, 1.0, 0.0, 2.0]]), np.zeros((1, 4)))
+
+
+def test_stratified_effects_are_the_same_without_the_c_loop(monkeypatch):
+    """stratified_relative gives the same effects, intervals and p-values with the batched C test
+    and with skellam_test called per skill (an install without a compiler)."""
+    from skillaudit.analysis import library_effect
+    from skillaudit.stats._csr import Csr
+
+    rng = np.random.default_rng(3)
+    n, p = 3000, 40
+    cols = [np.sort(rng.choice(p, size=int(rng.integers(1, 4)), replace=False)) for _ in range(n)]
+    indptr = np.concatenate([[0], np.cumsum([c.size for c in cols])])
+    X = Csr(np.ones(indptr[-1]), np.concatenate(cols), indptr, (n, p))
+    baseline = rng.random(n) < 0.4
+    y = np.where(baseline, -1.0 * (rng.random(n) < 0.2), 1.0 * (rng.random(n) < 0.15))
+    units, strata = rng.integers(0, 800, n), rng.integers(0, 2, n)
+    with_c = library_effect.stratified_relative(X, y, baseline, units, strata)
+    monkeypatch.setattr(library_effect, "_perm", None)
+    without = library_effect.stratified_relative(X, y, baseline, units, strata)
+    for field in ("effect", "ci", "p", "q", "p_min"):
+        np.testing.assert_allclose(getattr(with_c, field), getattr(without, field), rtol=1e-9, atol=1e-300)
+    assert np.array_equal(with_c.testable, without.testable) and np.isfinite(with_c.p).sum() > 30
