@@ -568,3 +568,19 @@ def test_skills_differ_holds_its_level_over_topics_of_different_difficulty():
         like += heterogeneity_tests(Z, y, units, strata, tested, (), 499, seed, baseline=base)[0][1] <= 0.05
         both += both_heterogeneity_tests(Z, y, units, strata, tested, (), 499, seed, base, 0.05)[0][1] <= 0.05
     assert like >= 8 and both <= 2, (like, both)
+
+
+def test_row_ids_are_numpys_distinct_rows():
+    """_row_ids packs integer rows into one key where it fits and otherwise sorts rows: either way
+    numpy's unique(axis=0) inverse, negative values and overflowing ranges included."""
+    from skillaudit.analysis.library_effect import _row_ids
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, k = int(rng.integers(1, 300)), int(rng.integers(1, 6))
+        big = rng.random() < 0.3
+        cols = [rng.integers(-(2**40) if big else -3, 2**40 if big else 9, n) for _ in range(k)]
+        if rng.random() < 0.3:
+            cols[0] = cols[0] > 0  # a bool column
+        want = np.unique(np.column_stack(cols), axis=0, return_inverse=True)[1].ravel()
+        assert np.array_equal(_row_ids(cols), want)

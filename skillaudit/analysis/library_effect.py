@@ -149,6 +149,29 @@ def _merged_design(X: Csr, col_group: np.ndarray, g: int) -> Csr:
     return Csr.from_coo(rows, col_group[X.indices[on]], np.ones(int(on.sum())), (X.shape[0], g))
 
 
+def _row_ids(cols: list[np.ndarray]) -> np.ndarray:
+    """`np.unique(np.column_stack(cols), axis=0, return_inverse=True)[1]` for integer columns: each
+    row's index among the distinct rows in lexicographic order. When the columns' ranges multiply
+    to under 2**62 the rows are packed into one integer (order kept), which np.unique sorts ~10x
+    faster than rows."""
+    cols = [np.asarray(c).astype(np.int64, copy=False) for c in cols]
+    n = cols[0].size if cols else 0
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    key = np.zeros(n, dtype=np.int64)
+    room = 1
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        span = hi - lo + 1
+        room *= span
+        if room >= 2**62:
+            _, inv = np.unique(np.column_stack(cols), axis=0, return_inverse=True)
+            return inv.ravel()
+        key = key * span + (c - lo)
+    _, inv = np.unique(key, return_inverse=True)
+    return inv.ravel()
+
+
 def _permutation_plan(units: np.ndarray, k: np.ndarray, strata: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """What a permutation needs: each task's exchangeability block, and each row's (task, position).
@@ -172,8 +195,8 @@ def _permutation_plan(units: np.ndarray, k: np.ndarray, strata: np.ndarray
     row_at[unit, pos] = np.arange(unit.size)
     strat_u = np.zeros(n_units, dtype=np.int64)
     strat_u[unit] = strata
-    _, block = np.unique(np.column_stack([strat_u, length, profile]), axis=0, return_inverse=True)
-    return block.ravel(), unit, pos, row_at
+    block = _row_ids([strat_u, length, *profile.T])
+    return block, unit, pos, row_at
 
 
 def heterogeneity_test(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.ndarray,
@@ -247,8 +270,7 @@ def heterogeneity_tests(Z: Csr, y: np.ndarray, units: np.ndarray, strata: np.nda
     base = np.zeros(n, dtype=np.int64) if baseline is None else np.asarray(baseline, dtype=np.int64)
     k = np.diff(Z.indptr) * 2 + base  # a row's class: retrieved-set size and disabled outcome
     # residuals against pairs of the same class in the same cell
-    _, cell = np.unique(np.column_stack([strata, k]), axis=0, return_inverse=True)
-    cell = cell.ravel()
+    cell = _row_ids([strata, k])
     mean = np.bincount(cell, weights=y) / np.bincount(cell)
     r = y - mean[cell]
 
@@ -848,8 +870,7 @@ def _stratified_round(X: Csr, row_of: np.ndarray, y: np.ndarray, baseline: np.nd
     y = np.rint(np.asarray(y)).astype(np.int64)
     yneg = np.asarray(baseline).astype(bool)
     size = np.minimum(np.diff(X.indptr), _MAX_SIZE_STRATUM)
-    _, s_of = np.unique(np.column_stack([strata, yneg, size]), axis=0, return_inverse=True)
-    s_of = s_of.ravel()
+    s_of = _row_ids([strata, yneg, size])
     n_s = int(s_of.max()) + 1
     flip_abs = np.abs(y).astype(np.float64)
     ref = reference.astype(np.float64)
