@@ -16,6 +16,21 @@ from typing import Any
 NEAR_DUPLICATE_THRESHOLD = {"minilm": 0.80, "tfidf": 0.45}
 
 
+#: likely rivals (`triggers`, `analysis.triggers.description_overlap`): a pair of skills whose
+#: descriptions would compete for the same queries. BM25: one skill's name and description as the
+#: query, the other's score relative to its own; embedding: cosine of the two descriptions. On the
+#: bundled 30-skill library the three planted overlaps score 0.36-0.52 (BM25) and 0.71-0.80
+#: (MiniLM), every other pair at most 0.21 and 0.60 (99th percentiles 0.21 and 0.59).
+RIVAL_BM25 = 0.30
+RIVAL_COSINE = {"minilm": 0.65, "tfidf": 0.30}
+
+
+def rival_words(embedder: str, bm25: float, cosine: float) -> str:
+    """How `description_overlap` flagged pairs, as it ran."""
+    return (f"likely rivals: BM25 of one skill's name and description against the other's, relative to its own "
+            f"score, >= {bm25:.2f} either way, or {embedder} cosine of the two >= {cosine:.2f}")
+
+
 def threshold_help() -> str:
     """The --threshold help of every command that finds near-duplicates, from the calibrated values."""
     return ("Near-duplicate cosine similarity (default: "

@@ -1,0 +1,201 @@
+"""`skillaudit triggers`: does a skill fire when it should.
+
+Without `--queries`: the pairs of skills whose descriptions would compete for the same queries
+(`analysis.triggers.description_overlap`), costing no model call. With `--queries Q.jsonl`: each
+labelled query run by an agent with the whole library offered (`engine.triggers`), then recall,
+precision and rivals per skill (`analysis.triggers.trigger_scores`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import click
+
+from skillaudit.commands._shared import (
+    CommandError,
+    echo,
+    emit_json,
+    json_option,
+    load_library_for_cli,
+    reports_errors,
+    skills_option,
+    warn,
+)
+
+TRIGGERS_SCHEMA = "skillaudit.triggers/v1"
+
+
+def _overlap_lines(report: Any) -> list[str]:
+    lines = [f"likely rivals among {report.n_skills} skills: {len(report.pairs)} pair(s) whose descriptions compete "
+             "(no model call)"]
+    width = max((len(p.a) + len(p.b) for p in report.pairs), default=0) + 3
+    for p in report.pairs:
+        lines.append(f"  {(p.a + ' ~ ' + p.b):<{width}}  BM25 {p.bm25_ab:.2f} / {p.bm25_ba:.2f}   "
+                     f"{report.embedder} cosine {p.cosine:.2f}")
+    lines += textwrap.wrap(f"({report.method}; associations between texts: `--queries` measures what fires)",
+                           width=100, initial_indent="  ", subsequent_indent="  ")
+    return lines
+
+
+def _library_doc(lib: Any) -> list[dict[str, Any]]:
+    """Each skill's content hash (what a later `triggers --changed` compares)."""
+    return [{"skill_id": s.id, "hash": s.content_hash} for s in lib.skills]
+
+
+def _score_lines(report: Any, overlap: Any) -> list[str]:
+    lines = [f"{report.n_queries} queries, {report.n_runs} run(s), {report.n_errors} error(s); "
+             f"{report.n_run} queries with a valid run"]
+    if not report.skills:
+        return [*lines, "  no labelled query has a valid run yet"]
+    width = max(len(s.skill_id) for s in report.skills) + 2
+    lines.append(f"  {'skill':<{width}}{'recall':<24}{'precision':<24}rivals that took its queries")
+    for s in report.skills:
+        rec = f"{s.n_hit}/{s.n_should} {s.recall:.2f} [{s.recall_ci[0]:.2f}, {s.recall_ci[1]:.2f}]" if s.recall_ci else "-"
+        pre = (f"{s.n_fired - s.n_false}/{s.n_fired} {s.precision:.2f} [{s.precision_ci[0]:.2f}, "
+               f"{s.precision_ci[1]:.2f}]") if s.precision_ci else "-"
+        riv = ", ".join(f"{r} ({n})" + (" *" if r in overlap.rivals_of.get(s.skill_id, ()) else "")
+                        for r, n in s.rivals) or "-"
+        lines.append(f"  {s.skill_id:<{width}}{rec:<24}{pre:<24}{riv}")
+    lines += textwrap.wrap(f"({report.method}; * a rival whose description overlaps)", width=100,
+                           initial_indent="  ", subsequent_indent="  ")
+    return lines
+
+
+@click.command("triggers")
+@skills_option(required=True)
+@click.option("--queries", "queries_path", type=click.Path(dir_okay=False), default=None,
+              help="Labelled queries (JSON Lines or YAML: query, should, should_not; docs/formats.md): run each "
+                   "with the whole library offered and score what fires.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="With --queries: the JSON Lines log of the trigger runs (appended to; a re-run resumes).")
+@click.option("--agent", "agent_spec", default=None, metavar="NAME|MODULE:CALLABLE",
+              help="Your agent (agent(task, skills), docs/agents.md) instead of the built-in chat loop.")
+@click.option("--skills-mode", type=click.Choice(["catalog", "search"]), default="catalog", show_default=True,
+              help="How the built-in agent is offered the skills: catalog (names and descriptions, load_skill) or "
+                   "search (search_skills, BM25).")
+@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs per query; they vote once (a skill fired when it fired in at least half).")
+@click.option("--budget-tokens", type=click.IntRange(min=1), default=None,
+              help="Stop starting episodes once this session's logged tokens reach it (a re-run resumes).")
+@click.option("--dry-run", is_flag=True, help="With --queries: print the episodes and token estimate, run nothing.")
+@click.option("--endpoint", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
+@click.option("--model", "model_name", default=None, help="Model name sent to the endpoint (and logged).")
+@click.option("--model-label", default=None, help="Model name written to the log (default: --model or --agent).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="Environment variable holding the endpoint's API key.")
+@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--max-tokens", type=int, default=256, show_default=True, help="Per model turn.")
+@click.option("--tool-mode", type=click.Choice(["text", "native", "chatml"]), default="text", show_default=True,
+              help="How the built-in agent calls tools (as `run`).")
+@click.option("--max-calls", type=int, default=3, show_default=True, help="Loads or searches per episode.")
+@click.option("--top-k", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Search mode: skills a search returns.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed; per-query seeds derive from it.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes in flight.")
+@click.option("--episode-timeout", type=float, default=None, help="Seconds one agent episode may take.")
+@click.option("--request-timeout", type=float, default=600.0, show_default=True, help="Seconds per chat request.")
+@click.option("--retries", type=int, default=4, show_default=True, help="Retries on 429/5xx/connection errors.")
+@click.option("--retry-errors", is_flag=True, help="Re-run queries whose records are errors.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output on stderr.")
+@click.option("--embedder", type=click.Choice(["minilm", "tfidf"]), default="minilm", show_default=True,
+              help="Embedding of the descriptions: minilm (sentence-transformers, offline) or tfidf (no model).")
+@click.option("--embed-model", type=click.Path(), default=None,
+              help="A sentence-transformers model folder to use instead of the bundled all-MiniLM-L6-v2.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Embedding cache folder (default: $SKILLAUDIT_CACHE_DIR or the user cache dir).")
+@json_option
+@reports_errors
+def triggers(skills_path: str, queries_path: str | None, out_path: str | None, agent_spec: str | None,
+             skills_mode: str, epochs: int, budget_tokens: int | None, dry_run: bool, endpoint: str | None,
+             model_name: str | None, model_label: str | None, api_key_env: str, temperature: float,
+             max_tokens: int, tool_mode: str, max_calls: int, top_k: int, seed: int, concurrency: int,
+             episode_timeout: float | None, request_timeout: float, retries: int, retry_errors: bool, quiet: bool,
+             embedder: str, embed_model: str | None, cache_dir: str | None, as_json: bool) -> None:
+    """Does each skill fire when it should: recall, precision and the rivals that take its queries.
+
+    Without --queries: the pairs of skills a catalog agent could confuse (BM25 of one skill's name and
+    description against the other's, and the cosine of their embeddings, each against a threshold
+    calibrated on the bundled library), costing no model call. With --queries: every query is run
+    --epochs times by the agent with the whole library offered (rivals present, nothing injected up
+    front), logged to --out, and scored per skill, each query voting once.
+    """
+    from skillaudit.analysis.triggers import description_overlap
+
+    lib = load_library_for_cli(skills_path)
+    if not len(lib):
+        raise CommandError(f"--skills {skills_path}: no skills")
+    doc: dict[str, Any] = {"schema": TRIGGERS_SCHEMA, "skills_path": skills_path, "library": _library_doc(lib)}
+    scores = None
+    if queries_path is not None:
+        scores = _run_queries(skills_path, queries_path, out_path, agent_spec, skills_mode, epochs, budget_tokens,
+                              dry_run, endpoint, model_name, model_label, api_key_env, temperature, max_tokens,
+                              tool_mode, max_calls, top_k, seed, concurrency, episode_timeout, request_timeout,
+                              retries, retry_errors, quiet or as_json)
+        if scores is None:  # --dry-run
+            return
+    elif out_path or agent_spec or dry_run or budget_tokens:
+        raise CommandError("--out, --agent, --dry-run and --budget-tokens go with --queries")
+    report = description_overlap(lib, embedder, cache_dir=cache_dir, model_path=embed_model)
+    if report.fallback_reason:
+        warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
+    if as_json:
+        if scores is not None:
+            doc.update({"queries_file": queries_path, "runs_file": out_path, **scores.to_dict()})
+        emit_json({**doc, "overlap": report.to_dict()})
+        return
+    if scores is not None:
+        for line in _score_lines(scores, report):
+            echo(line)
+        echo()
+    for line in _overlap_lines(report):
+        echo(line)
+
+
+def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agent_spec: str | None, skills_mode: str,
+                 epochs: int, budget_tokens: int | None, dry_run: bool, endpoint: str | None, model_name: str | None,
+                 model_label: str | None, api_key_env: str, temperature: float, max_tokens: int, tool_mode: str,
+                 max_calls: int, top_k: int, seed: int, concurrency: int, episode_timeout: float | None,
+                 request_timeout: float, retries: int, retry_errors: bool, quiet: bool) -> Any:
+    """Plan (printed before any model call), run and score the trigger queries; None with --dry-run."""
+    import os
+    from pathlib import Path
+
+    from skillaudit.agents.agent import AgentConfig
+    from skillaudit.analysis.triggers import trigger_scores
+    from skillaudit.engine.output import existing_records
+    from skillaudit.engine.triggers import BENCHMARK, TriggerOptions, plan_triggers, run_triggers
+
+    if not out_path:
+        raise CommandError("--queries needs --out LOG (the trigger runs are logged there; a re-run resumes)")
+    if agent_spec in ("search", "catalog"):  # the built-in chat loops, by their plugin names
+        skills_mode, agent_spec = agent_spec, None
+    if not agent_spec and not dry_run and (not endpoint or not model_name):
+        raise CommandError("--endpoint and --model are needed (or --agent NAME|module:callable)")
+    for flag, path in (("--queries", queries_path), ("--skills", skills_path)):
+        if Path(path).resolve() == Path(out_path).resolve():
+            raise CommandError(f"--out {out_path} is the {flag} input; refusing to append to it")
+    agent = AgentConfig(endpoint=endpoint or "", model=model_name or "", api_key=os.environ.get(api_key_env) or None,
+                        temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode, max_calls=max_calls,
+                        request_timeout_s=request_timeout, retries=retries, top_k=top_k)
+    opts = TriggerOptions(queries=queries_path, skills=skills_path, out=out_path, agent=agent, agent_spec=agent_spec,
+                          skills_mode=skills_mode, epochs=epochs, seed=seed, concurrency=concurrency,
+                          episode_timeout=episode_timeout, retry_errors=retry_errors and not dry_run,
+                          model_label=model_label, budget_tokens=budget_tokens)
+    tp = plan_triggers(opts)  # bad queries or library fail here, before any model call
+    click.echo(f"triggers: {tp.sentence()}", err=True)
+    if dry_run:
+        return None
+    summary = run_triggers(opts, tp, quiet=quiet)
+    if summary.written:
+        click.echo(f"{out_path}: wrote {summary.written} record(s), {summary.errors} error(s), "
+                   f"{summary.wall_s:.0f}s", err=True)
+    if getattr(summary, "budget_stopped", False):
+        warn(f"--budget-tokens {budget_tokens:,} reached: the remaining episodes were not run (run again to resume)")
+    records = [rec for _, rec in existing_records(Path(out_path))
+               if rec.get("benchmark") == BENCHMARK and rec.get("model") == tp.model_label]
+    if summary.written and summary.errors >= summary.written:
+        raise CommandError(f"{out_path}: every one of the {summary.written} trigger run(s) of this session is an "
+                           "error (see their 'error' field)")
+    return trigger_scores(tp.queries, records, tp.library.ids)

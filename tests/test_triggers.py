@@ -1,0 +1,307 @@
+"""`skillaudit triggers`: description overlap (no model call) and the trigger query file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from skillaudit.analysis.triggers import description_overlap
+from skillaudit.cli import cli
+from skillaudit.errors import InputError
+from skillaudit.library import Library, Skill
+from skillaudit.tasks.queries import load_queries
+
+# three planted pairs of paraphrased descriptions (few shared words for two of them) among unrelated skills
+PLANTED = {
+    "pdf-text-extraction": "Extract the text and tables from PDF documents with pdfplumber; handles multi-column "
+                           "pages and scanned files via OCR.",
+    "read-pdf-content": "Pull readable content out of a .pdf file: page text, tabular data and figures, including "
+                        "scanned pages that need OCR.",
+    "git-commit-messages": "Write clear git commit messages: a short imperative summary line, a blank line, then the "
+                           "why of the change.",
+    "conventional-commits": "Format commit messages in the Conventional Commits style (feat:, fix:, chore:) with an "
+                            "imperative subject and a body explaining the reason.",
+    "docker-compose-services": "Define multi-container apps with docker compose: services, volumes, networks, health "
+                               "checks and environment files.",
+    "compose-multi-container": "Set up several containers that work together using a compose.yaml file: service "
+                               "definitions, shared volumes, networks and healthchecks.",
+}
+OTHERS = {
+    "sql-query-tuning": "Speed up slow SQL queries: read EXPLAIN plans, add the right indexes, avoid SELECT * and N+1 "
+                        "patterns.",
+    "regex-validation": "Validate emails, phone numbers and dates with regular expressions and explain each part of "
+                        "the pattern.",
+    "react-state-hooks": "Manage component state in React with useState and useReducer, and side effects with "
+                         "useEffect.",
+    "kubernetes-rollouts": "Roll out and roll back Kubernetes deployments, watch rollout status and configure "
+                           "readiness probes.",
+    "pandas-groupby": "Summarise tabular data with pandas groupby, aggregation functions, pivot tables and merges.",
+    "unit-test-pytest": "Write unit tests with pytest: fixtures, parametrize, monkeypatch and assertions on exceptions.",
+    "http-retry-backoff": "Call flaky HTTP APIs robustly: timeouts, retries with exponential backoff and jitter, "
+                          "idempotency keys.",
+    "latex-math-typesetting": "Typeset equations in LaTeX: fractions, aligned environments, matrices and theorem "
+                              "blocks.",
+    "bash-script-safety": "Write safer bash scripts: set -euo pipefail, quoting variables, traps for cleanup, "
+                          "shellcheck.",
+    "image-resize-pillow": "Resize, crop and convert images with Pillow while keeping aspect ratio and EXIF "
+                           "orientation.",
+    "json-schema-validate": "Validate JSON documents against a JSON Schema and report each violation with its path.",
+    "time-zone-handling": "Convert timestamps between time zones with zoneinfo, parse ISO 8601 and avoid naive "
+                          "datetimes.",
+    "excel-formulas": "Build spreadsheet formulas in Excel: VLOOKUP and XLOOKUP, SUMIFS, conditional formatting.",
+    "accessibility-audit": "Check a web page for accessibility: alt text, contrast ratios, keyboard navigation and "
+                           "ARIA roles.",
+}
+WANT = {("pdf-text-extraction", "read-pdf-content"), ("conventional-commits", "git-commit-messages"),
+        ("compose-multi-container", "docker-compose-services")}
+
+
+def _library(descriptions: dict[str, str]) -> Library:
+    return Library(skills=tuple(Skill(id=k, name=k, description=v, body=f"# {k}\n\nSteps.") for k, v in descriptions.items()))
+
+
+def _write_library(root, descriptions: dict[str, str]):
+    for k, v in descriptions.items():
+        (root / k).mkdir(parents=True)
+        (root / k / "SKILL.md").write_text(f"---\nname: {k}\ndescription: {json.dumps(v)}\n---\n# {k}\n\nSteps.\n")
+    return root
+
+
+def test_description_overlap_finds_the_planted_rivals_and_nothing_else():
+    """MiniLM and BM25 together: exactly the three planted paraphrase pairs among 20 skills."""
+    report = description_overlap(_library({**PLANTED, **OTHERS}))
+    assert report.embedder == "minilm"
+    assert {(p.a, p.b) for p in report.pairs} == WANT
+    pdf = next(p for p in report.pairs if p.a == "pdf-text-extraction")
+    assert "embedding" in pdf.signals and 0.65 <= pdf.cosine <= 1
+    assert report.rivals_of["read-pdf-content"] == ["pdf-text-extraction"]
+
+
+def test_description_overlap_without_a_model_finds_the_lexical_rivals():
+    """tfidf: no model; the pairs it flags are planted ones (the paraphrases with few shared words may pass)."""
+    report = description_overlap(_library({**PLANTED, **OTHERS}), "tfidf")
+    got = {(p.a, p.b) for p in report.pairs}
+    assert got and got <= WANT
+    assert report.method.startswith("likely rivals: BM25") and "tfidf cosine" in report.method
+
+
+def test_triggers_cli_lists_rivals_in_text_and_json(tmp_path):
+    lib = _write_library(tmp_path / "skills", {**PLANTED, **OTHERS})
+    res = CliRunner().invoke(cli, ["triggers", "--skills", str(lib)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0] == "likely rivals among 20 skills: 3 pair(s) whose descriptions compete (no model call)"
+    assert all(len(line) <= 100 for line in lines)
+    res = CliRunner().invoke(cli, ["triggers", "--skills", str(lib), "--json"])
+    doc = json.loads(res.output)
+    assert doc["schema"] == "skillaudit.triggers/v1"
+    assert {(p["a"], p["b"]) for p in doc["overlap"]["pairs"]} == WANT
+    assert len(doc["library"]) == 20 and all(len(s["hash"]) == 64 for s in doc["library"])
+
+
+def test_triggers_cli_bad_library_is_one_line_exit_2(tmp_path):
+    res = CliRunner().invoke(cli, ["triggers", "--skills", str(tmp_path / "missing")])
+    assert res.exit_code == 2
+    assert res.output.startswith("Error: ") and len(res.output.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the query file
+def test_query_file_reads_ids_labels_and_yaml(tmp_path):
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"query": "count words", "should": ["a"], "should_not": ["b"]}\n'
+                 '# a comment\n'
+                 '{"query": "nothing fits", "should": [], "id": "neg-1"}\n')
+    qs = load_queries(f, ["a", "b"])
+    assert [(q.id, q.should, q.should_not, q.line) for q in qs] == [("q1", ("a",), ("b",), 1),
+                                                                      ("neg-1", (), (), 3)]
+    y = tmp_path / "q.yaml"
+    y.write_text("- query: count words\n  should: [a]\n- query: other\n  should_not: [b]\n")
+    assert [q.id for q in load_queries(y, ["a", "b"])] == ["q1", "q3"]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"query": "x", "should": ["a"], "should_not": ["a"]}', "q.jsonl:1: 'a' is in both `should` and `should_not`"),
+    ('{"query": "x", "shuold": ["a"]}', "q.jsonl:1: unknown key 'shuold'"),
+    ('{"query": "x", "should": ["alpha-skil"]}', "q.jsonl:1: no skill named 'alpha-skil' in the library "
+                                                 "(did you mean 'alpha-skill'?)"),
+    ('{"query": "", "should": ["a"]}', "q.jsonl:1: `query` must be a non-empty string"),
+    ('{"query": "x", "should": "a"}', "q.jsonl:1: `should` must be a list of skill names"),
+    ('{"query": "x"', "q.jsonl:1: not valid JSON"),
+    ('["x"]', "q.jsonl:1: expected an object with `query` and `should`"),
+])
+def test_query_file_errors_name_the_file_and_line(tmp_path, line, message):
+    f = tmp_path / "q.jsonl"
+    f.write_text(line + "\n")
+    with pytest.raises(InputError) as exc:
+        load_queries(f, ["a", "b", "alpha-skill"])
+    assert str(exc.value).startswith(str(tmp_path / message.split(":")[0]) + message[len(message.split(":")[0]):])
+
+
+def test_query_ids_are_unique(tmp_path):
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"query": "x", "id": "same"}\n{"query": "y", "id": "same"}\n')
+    with pytest.raises(InputError, match=r"q.jsonl:2: query id 'same' already used on line 1"):
+        load_queries(f)
+
+
+# ---------------------------------------------------------------- running the queries
+DEMO = str(Path(__file__).resolve().parents[1] / "skillaudit" / "demo" / "skills")
+QUERIES = [
+    {"id": "count-1", "query": "How many times does each word appear in this sentence?",
+     "should": ["counter-frequency-counting"], "should_not": ["sort-with-key-function"]},
+    {"id": "count-2", "query": "Count how often each element occurs and find the most common one with Counter.",
+     "should": ["counter-frequency-counting"]},
+    {"id": "count-3", "query": "How many times is each character repeated in a string?",
+     "should": ["counter-frequency-counting"]},
+    {"id": "pct-1", "query": "What is the percentage increase from an old price of 40 to a new price of 50?",
+     "should": ["percent-change"]},
+    {"id": "bisect-1", "query": "Find the insertion point in a sorted list with the bisect module.",
+     "should": ["binary-search-bisect"]},
+    {"id": "neg-1", "query": "Write a haiku about autumn leaves.", "should": [],
+     "should_not": ["tally-element-occurrences"]},
+]
+
+
+def _queries(tmp_path) -> Path:
+    f = tmp_path / "queries.jsonl"
+    f.write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
+    return f
+
+
+def test_triggers_runs_queries_and_finds_the_poacher(tmp_path, monkeypatch):
+    """A scripted agent whose tally skill takes the "how many times" queries: recall of the counter
+    skill 1/3, its rival tally (marked as an overlapping description), tally's precision 0/2."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    out = tmp_path / "triggers.jsonl"
+    args = ["triggers", "--skills", DEMO, "--queries", str(_queries(tmp_path)), "--out", str(out),
+            "--agent", "trigger_agents:best_match", "--epochs", "2", "--embedder", "tfidf"]
+    res = CliRunner().invoke(cli, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    by = {s["skill_id"]: s for s in doc["skills"]}
+    counter = by["counter-frequency-counting"]
+    assert (counter["n_hit"], counter["n_should"]) == (1, 3) and counter["recall"] == pytest.approx(1 / 3)
+    assert counter["rivals"] == [{"skill_id": "tally-element-occurrences", "queries": 2}]
+    tally = by["tally-element-occurrences"]
+    assert (tally["n_fired"], tally["n_false"], tally["precision"]) == (2, 2, 0.0)
+    assert by["percent-change"]["recall"] == 1.0 and by["binary-search-bisect"]["recall"] == 1.0
+    assert doc["n_runs"] == 12 and doc["n_errors"] == 0 and len(out.read_text().splitlines()) == 12
+    lo, hi = counter["recall_ci"]
+    assert 0 < lo < 1 / 3 < hi < 1
+    # the text view marks the rival whose description overlaps; a second run resumes (nothing new)
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "tally-element-occurrences (2) *" in res.output
+    assert "triggers: 0 episode(s) to run (6 queries x 2 epoch(s), 12 already logged)" in res.output
+    assert len(out.read_text().splitlines()) == 12
+
+
+def test_a_querys_runs_vote_once(tmp_path, monkeypatch):
+    """Five runs of one query on a fair coin: the query counts once, fired when >= half its runs did."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "p", "query": "percent growth", "should": ["percent-change"]}) + "\n")
+    out = tmp_path / "t.jsonl"
+    res = CliRunner().invoke(cli, ["triggers", "--skills", DEMO, "--queries", str(q), "--out", str(out), "--agent",
+                                   "trigger_agents:coin", "--epochs", "5", "--embedder", "tfidf", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    rate = doc["queries"][0]["fired"].get("percent-change", 0.0)
+    fired = sum(1 for line in out.read_text().splitlines() if json.loads(line)["meta"]["fired"])
+    assert rate == pytest.approx(fired / 5)
+    s = doc["skills"][0]
+    assert (s["n_should"], s["n_hit"]) == (1, int(rate >= 0.5))
+
+
+def test_dry_run_and_budget_say_what_runs_before_any_model_call(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    out = tmp_path / "t.jsonl"
+    base = ["triggers", "--skills", DEMO, "--queries", str(_queries(tmp_path)), "--out", str(out),
+            "--agent", "trigger_agents:best_match", "--epochs", "2", "--embedder", "tfidf"]
+    res = CliRunner().invoke(cli, [*base, "--dry-run"])
+    assert res.exit_code == 0 and not out.exists()
+    assert res.output.startswith("triggers: 12 episode(s) to run (6 queries x 2 epoch(s), 0 already logged), about ")
+    # each episode logs 1,050 tokens: a budget of 3,000 stops after 3 (one at a time), and a re-run resumes
+    res = CliRunner().invoke(cli, [*base, "--budget-tokens", "3000"])
+    assert res.exit_code == 0, res.output
+    assert "--budget-tokens 3,000 reached" in res.output and len(out.read_text().splitlines()) == 3
+    res = CliRunner().invoke(cli, base)
+    assert res.exit_code == 0 and len(out.read_text().splitlines()) == 12
+
+
+def test_a_failing_agent_is_an_error_never_a_miss(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    out = tmp_path / "t.jsonl"
+    res = CliRunner().invoke(cli, ["triggers", "--skills", DEMO, "--queries", str(_queries(tmp_path)), "--out",
+                                   str(out), "--agent", "trigger_agents:broken", "--epochs", "1", "--embedder", "tfidf"])
+    assert res.exit_code == 2
+    assert "every one of the 6 trigger run(s) of this session is an error" in res.output
+    assert all(json.loads(line)["error"].startswith("agent: ") for line in out.read_text().splitlines())
+
+
+def test_unknown_skill_in_the_queries_fails_before_any_run(tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"query": "x", "should": ["percent-chang"]}) + "\n")
+    res = CliRunner().invoke(cli, ["triggers", "--skills", DEMO, "--queries", str(q), "--out", str(tmp_path / "o"),
+                                   "--agent", "trigger_agents:coin"])
+    assert res.exit_code == 2
+    assert res.output == f"Error: {q}:1: no skill named 'percent-chang' in the library (did you mean 'percent-change'?)\n"
+
+
+def test_the_built_in_catalog_agent_on_an_endpoint(tmp_path):
+    """The built-in catalog loop against a scripted endpoint: the catalog lists every skill, the model
+    loads one by name, and what it loaded is what fired."""
+    from _harness_fakes import ScriptedServer, chat_reply
+
+    def responder(path, body):
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        assert "<available_skills>" in system and "- tally-element-occurrences:" in system
+        if "returned:" in user:
+            return chat_reply("final answer")
+        pick = "percent-change" if "percent" in user else "tally-element-occurrences"
+        return chat_reply(f'<tool_call>\n{{"name": "load_skill", "arguments": {{"name": "{pick}"}}}}\n</tool_call>')
+
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "p", "query": "percent increase from 4 to 5", "should": ["percent-change"]}) + "\n"
+                 + json.dumps({"id": "c", "query": "count words", "should": ["counter-frequency-counting"]}) + "\n")
+    out = tmp_path / "t.jsonl"
+    with ScriptedServer(responder) as srv:
+        res = CliRunner().invoke(cli, ["triggers", "--skills", DEMO, "--queries", str(q), "--out", str(out),
+                                       "--endpoint", srv.url, "--model", "fake", "--epochs", "1", "--embedder",
+                                       "tfidf", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    by = {s["skill_id"]: s for s in doc["skills"]}
+    assert by["percent-change"]["recall"] == 1.0
+    assert by["counter-frequency-counting"]["rivals"] == [{"skill_id": "tally-element-occurrences", "queries": 1}]
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["meta"]["fired"][0] for r in recs} == {"percent-change", "tally-element-occurrences"}
+    assert all(r["meta"]["skills_mode"] == "catalog" and len(r["meta"]["listed"]) == 30 for r in recs)
+
+
+def test_search_mode_fires_what_the_search_showed(tmp_path):
+    """--skills-mode search: the model's search_skills call returns the BM25 top-k; those skills fired."""
+    from _harness_fakes import ScriptedServer, chat_reply
+
+    def responder(path, body):
+        if len(body["messages"]) > 2:
+            return chat_reply("final answer")
+        return chat_reply('<tool_call>\n{"name": "search_skills", "arguments": {"query": "binary search bisect '
+                          'insertion point"}}\n</tool_call>')
+
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "b", "query": "insertion point in a sorted list", "should": ["binary-search-bisect"]})
+                 + "\n")
+    out = tmp_path / "t.jsonl"
+    with ScriptedServer(responder) as srv:
+        res = CliRunner().invoke(cli, ["triggers", "--skills", DEMO, "--queries", str(q), "--out", str(out),
+                                       "--endpoint", srv.url, "--model", "fake", "--epochs", "1", "--skills-mode",
+                                       "search", "--top-k", "2", "--embedder", "tfidf", "--json"])
+    assert res.exit_code == 0, res.output
+    rec = json.loads(out.read_text().splitlines()[0])
+    assert rec["meta"]["skills_mode"] == "search" and len(rec["meta"]["fired"]) == 2
+    assert rec["meta"]["fired"][0] == "binary-search-bisect"
+    assert json.loads(res.stdout)["skills"][0]["recall"] == 1.0

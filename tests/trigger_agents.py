@@ -1,0 +1,38 @@
+"""Scripted agents for the trigger tests (`--agent trigger_agents:...`): no model, deterministic."""
+
+from __future__ import annotations
+
+import random
+import re
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3}
+
+
+def best_match(task, skills):
+    """Loads the catalog entry sharing most words with the query; a planted poacher,
+    tally-element-occurrences, takes every query that says "how many times"."""
+    cat = skills.catalog()
+    q = _words(task["prompt"])
+    if "how many times" in task["prompt"].lower():
+        pick = "tally-element-occurrences"
+    else:
+        scored = sorted(((len(q & _words(c["name"].replace("-", " ") + " " + c["description"])), c["name"])
+                         for c in cat), reverse=True)
+        pick = scored[0][1] if scored and scored[0][0] >= 2 else None
+    if pick:
+        skills.load(pick)
+    return {"answer": "done", "usage": {"prompt_tokens": 1000, "completion_tokens": 50}}
+
+
+def coin(task, skills):
+    """Loads `percent-change` on a fair coin per run (seeded by the episode): a query's runs vote."""
+    skills.catalog()
+    if random.Random(task["seed"]).random() < 0.5:
+        skills.load("percent-change")
+    return "done"
+
+
+def broken(task, skills):
+    raise RuntimeError("endpoint down")
