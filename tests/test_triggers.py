@@ -305,3 +305,35 @@ def test_search_mode_fires_what_the_search_showed(tmp_path):
     assert rec["meta"]["skills_mode"] == "search" and len(rec["meta"]["fired"]) == 2
     assert rec["meta"]["fired"][0] == "binary-search-bisect"
     assert json.loads(res.stdout)["skills"][0]["recall"] == 1.0
+
+
+def test_changed_runs_only_the_edited_skills_queries(tmp_path, monkeypatch):
+    """--changed BASELINE: after an edit of one skill, only the queries that name it or that it took
+    before run again (records of the old library are history, not reused), and only it is reported."""
+    import shutil
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    lib = tmp_path / "skills"
+    shutil.copytree(DEMO, lib)
+    out, q = tmp_path / "t.jsonl", _queries(tmp_path)
+    base = ["triggers", "--skills", str(lib), "--queries", str(q), "--out", str(out), "--agent",
+            "trigger_agents:best_match", "--epochs", "1", "--embedder", "tfidf"]
+    res = CliRunner().invoke(cli, [*base, "--json"])
+    assert res.exit_code == 0, res.output
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(res.stdout)
+    res = CliRunner().invoke(cli, [*base, "--changed", str(baseline), "--json"])
+    assert res.exit_code == 0 and "changed since" in res.output and json.loads(res.stdout)["skills"] == []
+    md = lib / "tally-element-occurrences" / "SKILL.md"
+    md.write_text(md.read_text().replace("Tally how many times", "Tally, for reports, how many times"))
+    res = CliRunner().invoke(cli, [*base, "--changed", str(baseline), "--json"])
+    assert res.exit_code == 0, res.output
+    assert f"changed since {baseline}: 1 of 30 skill(s) (tally-element-occurrences)" in res.output
+    # neg-1 names it in should_not; count-1 and count-3 were taken by it
+    assert "triggers: 3 episode(s) to run (3 queries x 1 epoch(s), 0 already logged)" in res.output
+    doc = json.loads(res.stdout)
+    assert [s["skill_id"] for s in doc["skills"]] == ["tally-element-occurrences"]
+    assert doc["changed"] == {"baseline": str(baseline), "skills": ["tally-element-occurrences"], "removed": []}
+    assert len(out.read_text().splitlines()) == 6 + 3
+    res = CliRunner().invoke(cli, [*base, "--changed", str(q)])
+    assert res.exit_code == 2 and "not JSON" in res.output

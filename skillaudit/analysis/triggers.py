@@ -236,3 +236,49 @@ def trigger_scores(queries: list[Any], records: list[dict[str, Any]], skill_ids:
     out.sort(key=lambda s: (s.recall if s.recall is not None else 2.0, s.skill_id))
     return TriggerReport(out, per_query, len(queries), len(votes), sum(len(v) for v in runs.values()), errors,
                          trigger_method(level))
+
+
+# ---------------------------------------------------------------- `triggers --changed BASELINE`
+@dataclass
+class Changed:
+    """What changed since an earlier `triggers --json` (its `library` hashes and query votes)."""
+
+    changed: list[str]  # skills whose name, description or body differ, or that are new
+    removed: list[str]  # skills of the baseline no longer in the library
+    fired_before: dict[str, set[str]]  # query id -> skills the baseline's vote fired there
+
+    def queries(self, queries: list[Any]) -> list[str]:
+        """The queries that concern a changed skill: it is in their labels, or it fired there before
+        (a skill whose description changed may stop or start taking a query)."""
+        ch = set(self.changed)
+        return [q.id for q in queries
+                if ch & {*q.should, *q.should_not} or ch & self.fired_before.get(q.id, set())]
+
+
+def changed_since(path: str, library: Any) -> Changed:
+    """Compare the library with the skill hashes an earlier `triggers --json` recorded."""
+    import orjson
+
+    from skillaudit.errors import InputError
+    from skillaudit.util.documents import read_document_bytes
+
+    raw = read_document_bytes(path)  # bounded; names the file when it cannot be read
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"--changed {path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "skillaudit.triggers/v1" or not isinstance(doc.get("library"), list):
+        raise InputError(f"--changed {path}: not a `skillaudit triggers --json` output (skillaudit.triggers/v1 with "
+                         "its `library` hashes)")
+    before: dict[str, str] = {}
+    for i, s in enumerate(doc["library"]):
+        if not (isinstance(s, dict) and isinstance(s.get("skill_id"), str) and isinstance(s.get("hash"), str)):
+            raise InputError(f"--changed {path}: library[{i}] needs skill_id and hash")
+        before[s["skill_id"]] = s["hash"]
+    fired: dict[str, set[str]] = {}
+    for q in doc.get("queries") or []:
+        if isinstance(q, dict) and isinstance(q.get("id"), str) and isinstance(q.get("voted"), list):
+            fired[q["id"]] = {v for v in q["voted"] if isinstance(v, str)}
+    ids = set(library.ids)
+    changed = [s.id for s in library.skills if before.get(s.id) != s.content_hash]
+    return Changed(changed, sorted(set(before) - ids), fired)

@@ -79,6 +79,9 @@ def _score_lines(report: Any, overlap: Any) -> list[str]:
               help="Runs per query; they vote once (a skill fired when it fired in at least half).")
 @click.option("--budget-tokens", type=click.IntRange(min=1), default=None,
               help="Stop starting episodes once this session's logged tokens reach it (a re-run resumes).")
+@click.option("--changed", "baseline", type=click.Path(dir_okay=False), default=None,
+              help="An earlier `triggers --json` output: run and report only the skills whose name, description or "
+                   "body changed since (new ones included), on the queries that name them or that they took before.")
 @click.option("--dry-run", is_flag=True, help="With --queries: print the episodes and token estimate, run nothing.")
 @click.option("--endpoint", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8765/v1.")
 @click.option("--model", "model_name", default=None, help="Model name sent to the endpoint (and logged).")
@@ -89,6 +92,9 @@ def _score_lines(report: Any, overlap: Any) -> list[str]:
 @click.option("--max-tokens", type=int, default=256, show_default=True, help="Per model turn.")
 @click.option("--tool-mode", type=click.Choice(["text", "native", "chatml"]), default="text", show_default=True,
               help="How the built-in agent calls tools (as `run`).")
+@click.option("--tool-choice", type=click.Choice(["auto", "required"]), default="auto", show_default=True,
+              help="required: the built-in agent's first turn must load (or search): firing then measures which "
+                   "skill is chosen, not whether one is.")
 @click.option("--max-calls", type=int, default=3, show_default=True, help="Loads or searches per episode.")
 @click.option("--top-k", type=click.IntRange(1, 50), default=3, show_default=True,
               help="Search mode: skills a search returns.")
@@ -108,11 +114,12 @@ def _score_lines(report: Any, overlap: Any) -> list[str]:
 @json_option
 @reports_errors
 def triggers(skills_path: str, queries_path: str | None, out_path: str | None, agent_spec: str | None,
-             skills_mode: str, epochs: int, budget_tokens: int | None, dry_run: bool, endpoint: str | None,
+             skills_mode: str, epochs: int, budget_tokens: int | None, baseline: str | None, dry_run: bool,
+             endpoint: str | None,
              model_name: str | None, model_label: str | None, api_key_env: str, temperature: float,
-             max_tokens: int, tool_mode: str, max_calls: int, top_k: int, seed: int, concurrency: int,
-             episode_timeout: float | None, request_timeout: float, retries: int, retry_errors: bool, quiet: bool,
-             embedder: str, embed_model: str | None, cache_dir: str | None, as_json: bool) -> None:
+             max_tokens: int, tool_mode: str, tool_choice: str, max_calls: int, top_k: int, seed: int,
+             concurrency: int, episode_timeout: float | None, request_timeout: float, retries: int,
+             retry_errors: bool, quiet: bool, embedder: str, embed_model: str | None, cache_dir: str | None, as_json: bool) -> None:
     """Does each skill fire when it should: recall, precision and the rivals that take its queries.
 
     Without --queries: the pairs of skills a catalog agent could confuse (BM25 of one skill's name and
@@ -127,12 +134,23 @@ def triggers(skills_path: str, queries_path: str | None, out_path: str | None, a
     if not len(lib):
         raise CommandError(f"--skills {skills_path}: no skills")
     doc: dict[str, Any] = {"schema": TRIGGERS_SCHEMA, "skills_path": skills_path, "library": _library_doc(lib)}
-    scores = None
+    scores = changed = None
+    if baseline is not None:
+        from skillaudit.analysis.triggers import changed_since
+
+        if queries_path is None:
+            raise CommandError("--changed goes with --queries")
+        changed = changed_since(baseline, lib)
+        doc["changed"] = {"baseline": baseline, "skills": changed.changed, "removed": changed.removed}
+        click.echo(f"changed since {baseline}: {len(changed.changed)} of {len(lib)} skill(s)"
+                   + (f" ({', '.join(changed.changed[:8])}{', ...' if len(changed.changed) > 8 else ''})"
+                      if changed.changed else "")
+                   + (f"; removed: {', '.join(changed.removed)}" if changed.removed else ""), err=True)
     if queries_path is not None:
         scores = _run_queries(skills_path, queries_path, out_path, agent_spec, skills_mode, epochs, budget_tokens,
                               dry_run, endpoint, model_name, model_label, api_key_env, temperature, max_tokens,
-                              tool_mode, max_calls, top_k, seed, concurrency, episode_timeout, request_timeout,
-                              retries, retry_errors, quiet or as_json)
+                              tool_mode, tool_choice, max_calls, top_k, seed, concurrency, episode_timeout,
+                              request_timeout, retries, retry_errors, quiet or as_json, changed)
         if scores is None:  # --dry-run
             return
     elif out_path or agent_spec or dry_run or budget_tokens:
@@ -156,16 +174,22 @@ def triggers(skills_path: str, queries_path: str | None, out_path: str | None, a
 def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agent_spec: str | None, skills_mode: str,
                  epochs: int, budget_tokens: int | None, dry_run: bool, endpoint: str | None, model_name: str | None,
                  model_label: str | None, api_key_env: str, temperature: float, max_tokens: int, tool_mode: str,
-                 max_calls: int, top_k: int, seed: int, concurrency: int, episode_timeout: float | None,
-                 request_timeout: float, retries: int, retry_errors: bool, quiet: bool) -> Any:
-    """Plan (printed before any model call), run and score the trigger queries; None with --dry-run."""
+                 tool_choice: str, max_calls: int, top_k: int, seed: int, concurrency: int, episode_timeout: float | None,
+                 request_timeout: float, retries: int, retry_errors: bool, quiet: bool, changed: Any = None) -> Any:
+    """Plan (printed before any model call), run and score the trigger queries; None with --dry-run.
+    With `changed` (`--changed`), only the queries and skills it concerns."""
     import os
     from pathlib import Path
 
     from skillaudit.agents.agent import AgentConfig
     from skillaudit.analysis.triggers import trigger_scores
-    from skillaudit.engine.output import existing_records
-    from skillaudit.engine.triggers import BENCHMARK, TriggerOptions, plan_triggers, run_triggers
+    from skillaudit.engine.triggers import (
+        TriggerOptions,
+        current_records,
+        library_hash,
+        plan_triggers,
+        run_triggers,
+    )
 
     if not out_path:
         raise CommandError("--queries needs --out LOG (the trigger runs are logged there; a re-run resumes)")
@@ -177,12 +201,17 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
         if Path(path).resolve() == Path(out_path).resolve():
             raise CommandError(f"--out {out_path} is the {flag} input; refusing to append to it")
     agent = AgentConfig(endpoint=endpoint or "", model=model_name or "", api_key=os.environ.get(api_key_env) or None,
-                        temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode, max_calls=max_calls,
+                        temperature=temperature, max_tokens=max_tokens, tool_mode=tool_mode,
+                        tool_choice=tool_choice, max_calls=max_calls,
                         request_timeout_s=request_timeout, retries=retries, top_k=top_k)
     opts = TriggerOptions(queries=queries_path, skills=skills_path, out=out_path, agent=agent, agent_spec=agent_spec,
                           skills_mode=skills_mode, epochs=epochs, seed=seed, concurrency=concurrency,
                           episode_timeout=episode_timeout, retry_errors=retry_errors and not dry_run,
                           model_label=model_label, budget_tokens=budget_tokens)
+    if changed is not None:
+        from skillaudit.tasks.queries import load_queries
+
+        opts.only_queries = tuple(changed.queries(load_queries(queries_path)))
     tp = plan_triggers(opts)  # bad queries or library fail here, before any model call
     click.echo(f"triggers: {tp.sentence()}", err=True)
     if dry_run:
@@ -193,9 +222,12 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
                    f"{summary.wall_s:.0f}s", err=True)
     if getattr(summary, "budget_stopped", False):
         warn(f"--budget-tokens {budget_tokens:,} reached: the remaining episodes were not run (run again to resume)")
-    records = [rec for _, rec in existing_records(Path(out_path))
-               if rec.get("benchmark") == BENCHMARK and rec.get("model") == tp.model_label]
+    records = current_records(Path(out_path), tp.model_label, library_hash(tp.index))
     if summary.written and summary.errors >= summary.written:
         raise CommandError(f"{out_path}: every one of the {summary.written} trigger run(s) of this session is an "
                            "error (see their 'error' field)")
-    return trigger_scores(tp.queries, records, tp.library.ids)
+    report = trigger_scores(tp.queries, records, tp.library.ids)
+    if changed is not None:  # the skills that changed, judged on the queries that concern them
+        keep = set(changed.changed)
+        report.skills = [s for s in report.skills if s.skill_id in keep]
+    return report

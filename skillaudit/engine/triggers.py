@@ -39,7 +39,7 @@ from skillaudit.agents.protocol import (
 from skillaudit.agents.retrieve import SkillIndex
 from skillaudit.engine.loop import RunSummary, engine_for
 from skillaudit.engine.options import task_seed
-from skillaudit.engine.output import Writer, prepare_output
+from skillaudit.engine.output import Writer, existing_records, prepare_output, record_key
 from skillaudit.engine.plan import Episode, Plan
 from skillaudit.errors import InputError
 
@@ -65,6 +65,7 @@ class TriggerOptions:
     model_label: str | None = None
     budget_tokens: int | None = None
     engine: str = "threads"
+    only_queries: tuple[str, ...] | None = None  # `--changed`: the queries that concern a changed skill
 
 
 @dataclass
@@ -114,15 +115,32 @@ def plan_triggers(opts: TriggerOptions) -> TriggerPlan:
     if not len(library):
         raise InputError(f"--skills {opts.skills}: no skills")
     queries = load_queries(opts.queries, library.ids)
+    if opts.only_queries is not None:
+        keep = set(opts.only_queries)
+        queries = [q for q in queries if q.id in keep]
     index = SkillIndex(library)
     label = opts.model_label or (opts.agent_spec if opts.agent_spec else opts.agent.model)
-    done = prepare_output(Path(opts.out), opts.retry_errors)
+    prepare_output(Path(opts.out), opts.retry_errors)  # drops error records with --retry-errors, a cut tail
+    # only records made with this library count as done: after an edit every query runs again
+    done = {record_key(rec) for rec in current_records(Path(opts.out), label, library_hash(index))}
     episodes = [Episode(q.id, "enabled", epoch, source=q) for epoch in range(1, opts.epochs + 1) for q in queries]
     plan = Plan.of(Path(opts.out), episodes, done, label, BENCHMARK, len(queries),
                    label=f"triggers {label}", warnings=list(library.warnings))
     per_query = estimate_tokens(index, queries, opts.skills_mode, opts.agent)
     est = sum(per_query[ep.task_id] for ep in plan.episodes)
     return TriggerPlan(queries, library, index, plan, label, est, opts.epochs, list(library.warnings))
+
+
+def library_hash(index: SkillIndex) -> str:
+    """The hash of every offered skill's content, in order (`meta.library_hash` of each record)."""
+    return hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()[:16]
+
+
+def current_records(out: Path, model_label: str, lib_hash: str) -> list[dict[str, Any]]:
+    """The trigger records of `out` made by this model with this library (older ones are history)."""
+    return [rec for _, rec in existing_records(out)
+            if rec.get("benchmark") == BENCHMARK and rec.get("model") == model_label
+            and isinstance(rec.get("meta"), dict) and rec["meta"].get("library_hash") == lib_hash]
 
 
 def fired_of(retrievals: list[dict[str, Any]]) -> list[str]:
@@ -154,7 +172,7 @@ def run_triggers(opts: TriggerOptions, tp: TriggerPlan | None = None, quiet: boo
         client = ChatClient(opts.agent)
         agent_fn = (catalog_agent if opts.skills_mode == "catalog" else search_agent)(client, opts.agent)
         agent_name = f"built-in {opts.skills_mode} agent"
-    lib_hash = hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()[:16]
+    lib_hash = library_hash(index)
     base_meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "library_hash": lib_hash,
                                  "catalog_hash": catalog_hash(index), "skills_mode": opts.skills_mode,
                                  "agent": agent_name}
