@@ -337,3 +337,94 @@ def test_changed_runs_only_the_edited_skills_queries(tmp_path, monkeypatch):
     assert len(out.read_text().splitlines()) == 6 + 3
     res = CliRunner().invoke(cli, [*base, "--changed", str(q)])
     assert res.exit_code == 2 and "not JSON" in res.output
+
+
+# ---------------------------------------------------------------- the trigger view of paired runs
+def _poacher_log(path: Path) -> Path:
+    """60 tasks of one model: a poacher fires on 20 tasks that expect good-a and harms 12 of them;
+    good-a, where it fires, rescues 5 of 10; body-bad fires where expected and harms 6 of 20; 10
+    unlabelled tasks use a neutral skill."""
+    recs = []
+    for t in range(60):
+        if t < 20:
+            exp, fired, dis, en = ["good-a"], ["poacher"], True, t >= 12
+        elif t < 30:
+            exp, fired, dis, en = ["good-a"], ["good-a"], t >= 25, True
+        elif t < 50:
+            exp, fired, dis, en = ["body-bad"], ["body-bad"], True, t >= 36
+        else:
+            exp, fired, dis, en = None, ["neutral"], True, True
+        meta = {"expected_skills": exp} if exp else {}
+        recs.append({"task_id": f"t{t}", "condition": "disabled", "correct": dis, "model": "m", "meta": meta})
+        recs.append({"task_id": f"t{t}", "condition": "enabled", "correct": en, "model": "m", "meta": meta,
+                     "retrievals": [{"query": "q", "skills": [{"id": s} for s in fired]}]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_the_shadowing_split_attributes_the_loss_to_the_poacher(tmp_path):
+    """The library's net loss of 13 tasks: 12 where the wrong skill (the poacher) was chosen, so the
+    shadowing share is 12/13; the poacher's rewrite target is its description, body-bad's its body."""
+    from skillaudit.analysis.triggers import target_sentence, trigger_view
+    from skillaudit.runs.inputs import load_inputs
+
+    inputs = load_inputs([str(_poacher_log(tmp_path / "runs.jsonl"))], offered=True)
+    assert len(inputs.expected) == 50
+    (view,) = trigger_view(inputs.runs, inputs.expected)
+    split = view["split"]
+    assert (split["wrong_skill"]["net"], split["right_skill"]["net"], split["net"]) == (-12, -1, -13)
+    assert split["shadowing_share"] == pytest.approx(12 / 13, abs=1e-4)
+    _, hi = split["wrong_skill"]["ci"]
+    assert hi < 0 and split["wrong_skill"]["rae"] == pytest.approx(-12 / 20)
+    by = {s["skill_id"]: s for s in view["skills"]}
+    assert by["poacher"]["target"] == "description" and by["body-bad"]["target"] == "body"
+    assert by["good-a"]["target"] is None and "target" not in by["neutral"]
+    assert by["poacher"]["confusion"] == {"expected_fired": 0, "expected_not_fired": 0, "fired_not_expected": 20}
+    assert by["good-a"]["confusion"] == {"expected_fired": 10, "expected_not_fired": 20, "fired_not_expected": 0}
+    assert by["poacher"]["did_not_help_share"] == 1.0 and by["good-a"]["did_not_help_share"] == 0.5
+    assert target_sentence(by["poacher"]) == ("rewrite its description: net -12 over 20 task(s) where another skill "
+                                              "was expected, +0 over 0 where it was expected")
+
+
+def test_task_files_carry_expected_skills_to_the_records(tmp_path, monkeypatch):
+    """`expected_skills` of a task file is checked against the library and copied to meta.expected_skills
+    of both records (the agent never sees it)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "prompt": "percent change from 4 to 5?", "answer": "25", "match": "number",
+                                 "expected_skills": ["percent-change"]}) + "\n")
+    out = tmp_path / "runs.jsonl"
+    res = CliRunner().invoke(cli, ["run", "--tasks", str(tasks), "--skills", DEMO, "--agent", "trigger_agents:seen",
+                                   "--out", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["meta"]["expected_skills"] for r in recs] == [["percent-change"]] * 2
+    assert all("expected" not in r["answer"] for r in recs)  # the agent echoes the task it was given
+    tasks.write_text(json.dumps({"id": "a", "prompt": "p", "answer": "1", "match": "number",
+                                 "expected_skills": ["percent-chnage"]}) + "\n")
+    res = CliRunner().invoke(cli, ["run", "--tasks", str(tasks), "--skills", DEMO, "--agent", "trigger_agents:seen",
+                                   "--out", str(tmp_path / "o2.jsonl"), "--quiet"])
+    assert res.exit_code == 2
+    assert res.output == (f"Error: {tasks}:1: `expected_skills`: no skill named 'percent-chnage' in the library "
+                          "(did you mean 'percent-change'?)\n")
+
+
+def test_audit_reports_the_trigger_view(tmp_path):
+    """audit.json carries the trigger view; report.md and report.html show the shadowing split and the
+    should-fire-against-fired table (skill names escaped)."""
+    runs = _poacher_log(tmp_path / "runs.jsonl")
+    lib = _write_library(tmp_path / "skills", {"poacher": "Count things in lists.", "good-a": "Count element frequency.",
+                                               "body-bad": "Parse dates.", "neutral": "Format output."})
+    out = tmp_path / "report"
+    res = CliRunner().invoke(cli, ["audit", str(runs), "--skills", str(lib), "--out", str(out), "--embedder", "tfidf",
+                                   "--bootstrap", "200", "--quiet"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "audit.json").read_text())
+    (view,) = doc["triggers"]
+    assert view["split"]["shadowing_share"] == pytest.approx(12 / 13, abs=1e-4)
+    md = (out / "report.md").read_text()
+    assert "## Does each skill fire where it should" in md
+    assert "| m | net -12 over 20 task(s), -60.0 pp [" in md and "| **92%** | 0 |" in md
+    assert "| m | `poacher` | 0 | 0 | 20 | net -12 over 20 task(s)" in md and md.count("| description |") == 1
+    html = (out / "report.html").read_text()
+    assert '<h2 id="triggers">' in html and "<code>body-bad</code>" in html

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -36,3 +37,8 @@ def coin(task, skills):
 
 def broken(task, skills):
     raise RuntimeError("endpoint down")
+
+
+def seen(task, skills):
+    """Answers with the task it was given (keys and prompt), to show what an agent sees."""
+    return json.dumps(sorted(task))

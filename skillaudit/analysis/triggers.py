@@ -282,3 +282,152 @@ def changed_since(path: str, library: Any) -> Changed:
     ids = set(library.ids)
     changed = [s.id for s in library.skills if before.get(s.id) != s.content_hash]
     return Changed(changed, sorted(set(before) - ids), fired)
+
+
+# ---------------------------------------------------------------- the trigger view of paired runs (`audit`)
+def _score_doc(units: np.ndarray, flips: np.ndarray, level: float) -> dict[str, Any]:
+    """n, b, c, net and the paired score estimate (mean flip) with its interval and test, the task as the unit."""
+    from skillaudit.stats import paired_score, task_level_counts
+
+    if not flips.size:
+        return {"n_pairs": 0, "n_tasks": 0, "b": 0, "c": 0, "net": 0, "rae": None, "ci": None, "p": None}
+    b, c = (int(v) for v in task_level_counts(units, flips))
+    ps = paired_score(units, flips, level)
+    return {"n_pairs": int(flips.size), "n_tasks": int(np.unique(units).size), "b": b, "c": c, "net": b - c,
+            "rae": ps.estimate, "ci": list(ps.ci) if ps.ci else None, "p": ps.p}
+
+
+TRIGGER_VIEW_WORDS = (
+    "pairs whose skills were retrieved, split by whether a skill the task file expected (`expected_skills`) was "
+    "among them (right skill chosen) or not (wrong skill chosen: shadowing); each class's mean flip with the "
+    "score interval of the metrics, the task as the unit; associations, not causes")
+
+
+def trigger_view(runs: Any, expected: dict[tuple[str, str, str, int], tuple[str, ...]], level: float = 0.95
+                 ) -> list[dict[str, Any]]:
+    """Per model: where each skill fired and whether it helped there, and, for pairs whose task file
+    named the skills that should fire, the shadowing split of the library's loss (wrong skill chosen
+    vs right skill chosen but harmful) and each skill's confusion counts (expected and fired,
+    expected and not fired, fired where not expected)."""
+    out = []
+    for m_ix in (np.unique(runs.model).tolist() if runs.n_pairs else []):
+        sub = runs.select(model=runs.models[m_ix])
+        out.append(_model_view(sub, runs.models[m_ix], expected, level))
+    return [v for v in out if v is not None]
+
+
+def _model_view(runs: Any, model: str, expected: dict, level: float) -> dict[str, Any] | None:
+    n = runs.n_pairs
+    f = runs.flip.astype(np.int64)
+    units = runs.unit_ids()
+    ret = runs.retrieval
+    in_call = runs.retrieved
+    if not in_call.any():
+        return None
+    exp_of: list[tuple[str, ...] | None] = [None] * n
+    if expected:
+        for i in range(n):
+            exp_of[i] = expected.get((model, runs.benchmarks[runs.benchmark[i]], runs.tasks[runs.task[i]],
+                                      int(runs.epoch[i])))
+    skills = runs.skills
+    cls = np.zeros(n, dtype=np.int8)  # 0 unlabelled, 1 right skill among the retrieved, 2 wrong skills only
+    confusion: dict[str, list[int]] = {}  # skill -> [expected and fired, expected not fired, fired not expected]
+    none_fired = 0
+    for i in range(n):
+        e = exp_of[i]
+        if not e:
+            continue
+        got = {skills[j] for j in ret.indices[ret.indptr[i]:ret.indptr[i + 1]].tolist()}
+        if in_call[i]:
+            cls[i] = 1 if got & set(e) else 2
+        else:
+            none_fired += 1
+        for s in e:
+            confusion.setdefault(s, [0, 0, 0])[0 if s in got else 1] += 1
+        for s in got - set(e):
+            confusion.setdefault(s, [0, 0, 0])[2] += 1
+    rows = np.flatnonzero(in_call)
+    total = _score_doc(units[rows], f[rows], level)
+    doc: dict[str, Any] = {"model": model, "retrieving": total, "method": TRIGGER_VIEW_WORDS}
+    labelled = cls > 0
+    if labelled.any():
+        right, wrong = np.flatnonzero(cls == 1), np.flatnonzero(cls == 2)
+        split = {"right_skill": _score_doc(units[right], f[right], level),
+                 "wrong_skill": _score_doc(units[wrong], f[wrong], level), "no_skill_fired": none_fired}
+        loss = split["right_skill"]["net"] + split["wrong_skill"]["net"]
+        split["net"] = loss
+        split["shadowing_share"] = (round(min(split["wrong_skill"]["net"], 0) / loss, 4) if loss < 0 else None)
+        doc["split"] = split
+    per_skill = []
+    row_of = ret.row_index()
+    keep = in_call[row_of]
+    e_row, e_col = row_of[keep], ret.indices[keep].astype(np.int64)
+    loads = np.bincount(e_col, minlength=len(skills))
+    # the share of the tasks that loaded a skill where it did not help (their summed flips <= 0)
+    _, u_ix = np.unique(units, return_inverse=True)
+    n_u = int(u_ix.max()) + 1 if u_ix.size else 1
+    key, inv = np.unique(e_col * n_u + u_ix.ravel()[e_row], return_inverse=True)
+    sums = np.bincount(inv.ravel(), weights=f[e_row], minlength=key.size)
+    k_skill = key // n_u
+    load_tasks = np.bincount(k_skill, minlength=len(skills))
+    no_help = np.bincount(k_skill, weights=(sums <= 0).astype(np.float64), minlength=len(skills))
+    order = np.argsort(e_col, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(loads)])
+    for j, sid in enumerate(skills):
+        if not loads[j] and sid not in confusion:
+            continue
+        s_doc: dict[str, Any] = {"skill_id": sid, "loads": int(loads[j]), "load_tasks": int(load_tasks[j]),
+                                 "did_not_help_share": (round(float(no_help[j]) / int(load_tasks[j]), 4)
+                                                        if load_tasks[j] else None)}
+        if sid in confusion:
+            tp, fn, fp = confusion[sid]
+            s_doc["confusion"] = {"expected_fired": tp, "expected_not_fired": fn, "fired_not_expected": fp}
+        at = e_row[order[starts[j]:starts[j + 1]]]
+        lab = at[cls[at] > 0] if labelled.any() else at[:0]
+        if lab.size:
+            exp_rows = np.array([i for i in lab.tolist() if sid in (exp_of[i] or ())], dtype=np.int64)
+            other = np.setdiff1d(lab, exp_rows)
+            on, off = _score_doc(units[exp_rows], f[exp_rows], level), _score_doc(units[other], f[other], level)
+            s_doc["where_expected"], s_doc["where_not_expected"] = on, off
+            s_doc["target"] = _target(on["net"], off["net"])
+        per_skill.append(s_doc)
+    doc["skills"] = per_skill
+    return doc
+
+
+def _target(net_expected: int, net_not_expected: int) -> str | None:
+    """Where a skill's harm lies: on tasks it should not have fired on (its description takes them),
+    or on tasks it should have (its body hurts); None when it did no net harm on labelled pairs."""
+    if min(net_expected, net_not_expected) >= 0:
+        return None
+    return "description" if net_not_expected < net_expected else "body"
+
+
+def target_sentence(s_doc: dict[str, Any]) -> str | None:
+    """The evidence for a rewrite's target, in words."""
+    t = s_doc.get("target")
+    if t is None:
+        return None
+    on, off = s_doc["where_expected"], s_doc["where_not_expected"]
+    return (f"rewrite its {t}: net {off['net']:+d} over {off['n_tasks']} task(s) where another skill was expected, "
+            f"{on['net']:+d} over {on['n_tasks']} where it was expected")
+
+
+def with_trigger_targets(prune: Any, view: list[dict[str, Any]]) -> Any:
+    """`prune` (a `decide.recommend.PruneResult`) with each rewrite of a skill whose harm the
+    trigger view places (description or body) saying so: `evidence.trigger` and the reason's end."""
+    import dataclasses
+
+    by = {(v["model"], s["skill_id"]): s for v in view for s in v.get("skills", []) if s.get("target")}
+    if not by:
+        return prune
+    recs = []
+    for r in prune.recommendations:
+        got = [by[(m, r.skill_id)] for m in r.models if (m, r.skill_id) in by] if r.scope == "skill" else []
+        if r.action == "rewrite" and got:
+            s = got[0]
+            ev = {**r.evidence, "trigger": {"target": s["target"], "where_expected": s["where_expected"],
+                                            "where_not_expected": s["where_not_expected"]}}
+            r = dataclasses.replace(r, reason=f"{r.reason}; trigger view: {target_sentence(s)}", evidence=ev)
+        recs.append(r)
+    return dataclasses.replace(prune, recommendations=tuple(recs))

@@ -50,6 +50,9 @@ class AuditResult:
     verify: dict[str, Any] | None = None
     # paired token and time differences per model (skillaudit.efficiency/v1), where the runs log them
     efficiency: dict[str, Any] | None = None
+    # per model: where each skill fired and whether it helped there; with expected_skills, the
+    # shadowing split and confusion counts (skillaudit.analysis.triggers.trigger_view)
+    triggers: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class AuditResult:
             "library": list(self.library),
             "verify": self.verify,
             "efficiency": self.efficiency,
+            "triggers": self.triggers,
             "metrics": self.metrics,
             "skills": self.skills,
             "clusters": self.clusters,
@@ -80,7 +84,7 @@ class AuditResult:
             clusters=doc["clusters"], recommendations=doc["recommendations"], graph=doc["graph"],
             inputs=doc["inputs"], figures=dict(doc.get("figures") or {}),
             notes=list(doc.get("notes") or []), library=list(doc.get("library") or []),
-            verify=doc.get("verify"), efficiency=doc.get("efficiency"),
+            verify=doc.get("verify"), efficiency=doc.get("efficiency"), triggers=doc.get("triggers"),
         )
 
 

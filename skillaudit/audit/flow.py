@@ -127,6 +127,7 @@ class Audit:
     cost: Any = None
     clusters: Any = None
     recommendations: Any = None
+    triggers: list[dict[str, Any]] | None = None  # the trigger view (`analysis.triggers.trigger_view`)
     graph: Graph | None = None
     bundles: dict[str, Any] | None = None
     verify: Any = None
@@ -250,7 +251,11 @@ def recommendations_step(a: Audit, say: Progress) -> Audit:
                     harmful_clusters=rep.harmful_members() if rep is not None else None,
                     offered=a.inputs.offered, arms=a.arms,
                     efficiency=skill_efficiency(a.inputs.cost_table))
-    return a.with_("recommendations", out)
+    from skillaudit.analysis.triggers import trigger_view, with_trigger_targets
+
+    # where each skill fired and, with the task files' expected_skills, whether the right one was chosen
+    view = trigger_view(a.runs, getattr(a.inputs, "expected", {}) or {})
+    return dataclasses.replace(a, triggers=view).with_("recommendations", with_trigger_targets(out, view))
 
 
 def graph_step(a: Audit, say: Progress) -> Audit:
@@ -443,7 +448,7 @@ def document_step(a: Audit, say: Progress) -> Audit:
                              integrity=integrity_doc),
                   **({"bundles": a.bundles} if a.bundles else {})},
         library=library_doc, metrics=metrics_doc, efficiency=a.efficiency, skills=skills_doc, clusters=clusters_doc,
-        recommendations=prune_doc, graph=graph_doc, inputs=described, notes=notes,
+        recommendations=prune_doc, graph=graph_doc, inputs=described, notes=notes, triggers=a.triggers,
     )
     # one normalisation pass: what is in memory is exactly what audit.json will hold
     plain = json.loads(json.dumps(jsonable(result.to_dict()), allow_nan=False))

@@ -57,6 +57,7 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
         raise InputError("--skills is required: the enabled condition needs a skill library")
     _refuse_unisolated(opts, tasks)
     library = load_library(opts.skills)
+    _check_expected(tasks, set(library.ids))
     index = SkillIndex(library, set(opts.exclude_skills))
     if not index.skills:
         raise InputError("no skills left in the library after --exclude-skills")
@@ -96,6 +97,8 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
             "benchmark": benchmark, "epoch": epoch, "invoked": False, "retrievals": [], "answer": "",
             "meta": {**base_meta, "seed": seed}, "error": None,
         }
+        if "expected_skills" in task.data:  # the task file's labels, for the trigger view (never the agent's)
+            rec["meta"]["expected_skills"] = list(task.data["expected_skills"])
         if judged is not None and is_judged(task):  # the judge grades it (both runs together, pairwise)
             return judged.land(_episode(ep_, rec, None), task)
         return _episode(ep_, rec, scorer)
@@ -132,6 +135,18 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
 
     engine_for(opts.engine)(plan, one, Writer(out), client, summary, opts.concurrency, quiet, on_record)
     return summary
+
+
+def _check_expected(tasks: Any, ids: set[str]) -> None:
+    """A task file's `expected_skills` must name skills of the library (checked before any model call)."""
+    import difflib
+
+    for t in tasks:
+        for name in t.data.get("expected_skills", ()):
+            if name not in ids:
+                close = difflib.get_close_matches(name, sorted(ids), n=1)
+                raise InputError(f"{t.data['file']}:{t.data['line']}: `expected_skills`: no skill named {name!r} in "
+                                 "the library" + (f" (did you mean {close[0]!r}?)" if close else ""))
 
 
 def _agent_of(opts: RunOptions) -> tuple[Any, str, Any]:

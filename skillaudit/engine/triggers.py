@@ -8,7 +8,7 @@ search hit, of a call without an error. Records are run-log records (`benchmark:
 `condition: "enabled"`, the query id as `task_id`), so a re-run resumes, and `meta.fired` lists
 what fired, `meta.trigger` the query's labels. No answer is graded (`correct` is false).
 
-Before any model call the plan says how many episodes and about how many prompt tokens they take
+Before any model call the plan says how many episodes and about how many tokens (prompt and output) they take
 (`estimate`); `budget_tokens` stops starting episodes once the tokens logged this session reach it
 (the rest are planned again by the next run: resumable).
 """
@@ -82,14 +82,14 @@ class TriggerPlan:
     def sentence(self) -> str:
         n = len(self.plan.episodes)
         return (f"{n} episode(s) to run ({len(self.queries)} queries x {self.epochs} epoch(s), "
-                f"{self.plan.skipped} already logged), about {self.est_tokens:,} prompt tokens "
+                f"{self.plan.skipped} already logged), about {self.est_tokens:,} tokens, prompt and output "
                 f"(estimate: {CHARS_PER_TOKEN} characters a token)")
 
 
 def estimate_tokens(index: SkillIndex, queries: list[Any], mode: str, agent: AgentConfig) -> dict[str, int]:
-    """Prompt tokens of one episode per query, roughly: the system prompt with the catalog (catalog
-    mode) or the tool description (search mode), the query, and each turn's output cap; a load adds
-    the mean body. Turns: one more than the loads or calls allowed."""
+    """Tokens of one episode per query, roughly, for a typical episode of two turns: both prompts
+    (the system prompt with the catalog, or the search tool's introduction, and the query), one
+    load's mean body (search mode: top-k bodies) and both turns' output cap."""
     if mode == "catalog":
         system = CATALOG_INTRO.format(max_calls=agent.max_calls, listing=catalog_listing(index)) + TEXT_TOOLS.format(
             tools=LOAD_SPEC)

@@ -124,6 +124,42 @@ def _metric_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _score_text(d: dict[str, Any] | None) -> str:
+    if not d or not d.get("n_pairs"):
+        return "-"
+    ci = d.get("ci")
+    rae = d.get("rae")
+    body = f"net {d['net']:+d} over {d['n_tasks']} task(s)"
+    if rae is not None and ci:
+        body += f", {100 * rae:+.1f} pp [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+    return body
+
+
+def triggers_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The trigger view's rows: per model the shadowing split, per skill should-fire against fired."""
+    views = doc.get("triggers") or []
+    split_rows, confusion_rows = [], []
+    for v in views:
+        sp = v.get("split")
+        if sp:
+            share = sp.get("shadowing_share")
+            split_rows.append({"model": v["model"], "wrong": _score_text(sp.get("wrong_skill")),
+                               "right": _score_text(sp.get("right_skill")), "none": sp.get("no_skill_fired", 0),
+                               "share": f"{100 * share:.0f}%" if share is not None else "-"})
+        for s in v.get("skills", []):
+            c = s.get("confusion")
+            if c is None:
+                continue
+            confusion_rows.append({"model": v["model"], "skill": s["skill_id"], **c,
+                                   "target": s.get("target") or "-",
+                                   "not_expected": _score_text(s.get("where_not_expected")),
+                                   "expected": _score_text(s.get("where_expected"))})
+    confusion_rows.sort(key=lambda r: (r["target"] == "-", -r["fired_not_expected"], r["model"], r["skill"]))
+    method = views[0].get("method", "") if views else ""
+    return {"split_rows": split_rows, "confusion_rows": confusion_rows[:MAX_SKILL_ROWS],
+            "n_confusion": len(confusion_rows), "method": method}
+
+
 def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any]:
     """Everything a template needs; `figure_src` maps figure file name -> image source."""
     rows = skill_rows(doc)
@@ -180,6 +216,7 @@ def build_view(doc: dict[str, Any], figure_src: dict[str, str]) -> dict[str, Any
         "aa_rows": [g for g in metrics.get("groups", []) if g.get("aa_flip_rate") is not None],
         "cluster_test": _cluster_test(clusters),
         "efficiency": efficiency_view(doc),
+        "triggers": triggers_view(doc),
         "judged": judged_view(metrics.get("groups", [])),
         "arm_method": arm_method([a for g in metrics.get("groups", []) for a in (g.get("arms") or {}).values()]),
         "injection": [v for v in doc["headline"].get("per_model", []) if v.get("injection_text")],

@@ -74,6 +74,9 @@ class Inputs:
     arm_lines: tuple[tuple[str, bytes], ...] | None = ()  # (file:line, line); None: not collected
     # (model, benchmark, task_id, epoch) of an enabled main record -> (skills offered, log cut?)
     offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = field(default_factory=dict)
+    # (model, benchmark, task_id, epoch) of an enabled main record -> the skills its task file expected
+    # to fire (`meta.expected_skills`, kept with `offered`)
+    expected: dict[tuple[str, str, str, int], tuple[str, ...]] = field(default_factory=dict)
     # keys of `offered` whose list is only what the run used (the importer saw no offered list)
     offered_unknown: frozenset[tuple[str, str, str, int]] = frozenset()
     # arm integrity (skillaudit.analysis.integrity): disabled main records that used skills (leaks) and enabled
@@ -145,12 +148,14 @@ def load_inputs(
     issues: list[tuple[str, tuple[str, str, str, int], tuple[str, ...], str]] = []
     seen_digests: dict[str, set[str]] = {}
     unknown: set[tuple[str, str, str, int]] = set()
+    expected: dict[tuple[str, str, str, int], tuple[str, ...]] = {}
     for p in parts:
         for sid, hashes in p.seen.items():
             seen.setdefault(sid, set()).update(hashes)
         for sid, ds in p.digests_seen.items():
             seen_digests.setdefault(sid, set()).update(ds)
         offered.update(p.offered)
+        expected.update(p.expected)
         unknown.update(p.offered_unknown)
         issues.extend(p.issues)
 
@@ -160,7 +165,7 @@ def load_inputs(
     return Inputs(
         paths=tuple(paths), runs=runs, library=library, seen_hashes=seen, seen_digests=seen_digests,
         digests={paths[ix]: d for p in parts for ix, d in p.digests.items()},
-        cost_table=table, offered=offered, offered_unknown=frozenset(unknown),
+        cost_table=table, offered=offered, offered_unknown=frozenset(unknown), expected=expected,
         arm_issues=tuple(sorted({(k, key, sk, _where(label, name)) for k, key, sk, label in issues})),
         arm_lines=tuple((f"{name(ix)}:{ln}", line) for p in parts for ix, ln, line in p.arm_lines)
         if arms else None,
@@ -357,6 +362,17 @@ def _add_offered(line: bytes, into: dict[tuple[str, str, str, int], tuple[tuple[
         issues.append(("broken", key, (), _label(meta, where)))
 
 
+_EXPECTED_NEEDLE = b'"expected_skills"'
+
+
+def _add_expected(line: bytes, into: dict[tuple[str, str, str, int], tuple[str, ...]]) -> None:
+    """An enabled main record's `meta.expected_skills` (the skills its task should fire)."""
+    got = _main_record(line, ENABLED)
+    if got is None or not isinstance(got[2].get("expected_skills"), list):
+        return
+    into[got[1]] = tuple(dict.fromkeys(x for x in got[2]["expected_skills"] if isinstance(x, str) and x))
+
+
 def _add_leak(line: bytes, issues: list[Issue], where: str) -> None:
     """A disabled main record whose log shows skill use (its `retrievals` name skills): a leak."""
     got = _main_record(line, DISABLED)
@@ -398,6 +414,7 @@ class _Extra:
         self.seen: dict[str, set[str]] = {}
         self.cost = CostTable()
         self.digests: dict[int, str] = {}  # file index -> sha256 hex
+        self.expected: dict[tuple[str, str, str, int], tuple[str, ...]] = {}
         self._hashing: _Hashing | None = None
         self.offered: dict[tuple[str, str, str, int], tuple[tuple[str, ...], bool]] = {}
         self.offered_unknown: set[tuple[str, str, str, int]] = set()  # offered list = what was used
@@ -446,6 +463,8 @@ class _Extra:
         if offered or integrity:  # the skills each run was offered: reach, prune, broken arms
             for ln, line in _lines_with(buf, n, _OFFERED_NEEDLE, lineno):
                 _add_offered(line, self.offered, self.issues, f"\0{file_ix}:{ln}", self.offered_unknown)
+            for _, line in _lines_with(buf, n, _EXPECTED_NEEDLE, lineno):  # the trigger view's labels
+                _add_expected(line, self.expected)
         if integrity:  # two regex scans of the block: only the audit and `check` ask for them
             for ln, line in _leak_lines(buf, n, lineno):
                 _add_leak(line, self.issues, f"\0{file_ix}:{ln}")

@@ -18,6 +18,10 @@ A task file is JSON Lines (one object a line) or YAML (a list of objects). Each 
 - `grader: judge` + `rubric` (+ `threshold`, 0-1, default 0.7): graded by a judge model on the
   rubric (`skillaudit.agents.judge`, run by the engine: `run --judge-endpoint --judge-model`).
 
+Optional `expected_skills` (a list of skill names): the skills that should fire on the task; `run`
+copies it into each record's `meta.expected_skills` (never shown to the agent), and the audit's
+trigger view splits the library's loss by whether the right skill was chosen.
+
 Bad input raises `InputError` naming the file and line, before any model call.
 """
 
@@ -285,6 +289,11 @@ def load_task_file(path: str | Path, label: str | None = None) -> list[Task]:
             else:
                 grader_for(name, where)
             data["grader"] = name
+        if "expected_skills" in row:  # the skills that should fire on it (copied to meta.expected_skills)
+            exp = row["expected_skills"]
+            if not isinstance(exp, list) or not all(isinstance(x, str) and x.strip() for x in exp):
+                raise InputError(f"{where}: `expected_skills` must be a list of skill names")
+            data["expected_skills"] = list(dict.fromkeys(x.strip() for x in exp))
         data["extra"] = {k: v for k, v in row.items() if k not in ("id", "prompt")}
         tasks.append(Task(task_id=tid, benchmark=bench, prompt=prompt.strip(), data=data))
     if not tasks:
