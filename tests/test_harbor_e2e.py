@@ -84,3 +84,42 @@ def test_terminus2_with_and_without_the_skill_pairs_as_the_script_implies(tmp_pa
     # the real job imports into its 3 pairs with no side options (each trial's own agent.skills)
     records, report = import_harbor([str(job)])
     assert report.pairs == 3 and all(r["meta"]["side_from"].startswith("config.agent.skills") for r in records)
+
+
+def test_triggers_through_harbor_read_what_terminus2_loaded(tmp_path, monkeypatch):
+    """`triggers --engine harbor`: each query a generated Harbor task, the skills folder injected as
+    in real use. The script reads status-report whenever the prompt mentions a status report, and
+    the injected skill's own listing does on every query: so it fires on both, recall 1 and the
+    query that must not take it caught (precision 1/2, one should_not fired)."""
+    if find_harbor() is None:
+        pytest.skip("harbor not found (PATH or SKILLAUDIT_HARBOR); make test-harbor sets it up")
+    if not _docker_answers():
+        pytest.skip("no Docker daemon answers `docker info`")
+    if not (MINI / "skills").is_dir():
+        pytest.skip(f"{MINI}: the harbor-mini dataset is absent")
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    q = tmp_path / "queries.jsonl"
+    q.write_text(json.dumps({"id": "report", "query": "Write this week's status report for the team to "
+                             "/app/report.txt.", "should": ["status-report"]}) + "\n"
+                 + json.dumps({"id": "other", "query": "Say hello.", "should": [], "should_not": ["status-report"]})
+                 + "\n")
+    out = tmp_path / "triggers.jsonl"
+    t0 = time.monotonic()
+    with ScriptedServer(responder) as srv:
+        res = CliRunner().invoke(cli, [
+            "triggers", "--skills", str(MINI / "skills"), "--queries", str(q), "--out", str(out), "--engine", "harbor",
+            "--agent-name", "terminus-2", "--model", "openai/scripted", "--agent-kwarg", f"api_base={srv.url}",
+            "--agent-kwarg", "record_terminal_session=false", "--agent-kwarg", "max_turns=6", "--epochs", "1",
+            "--task-image", "harbor-local/bookworm:latest", "--no-network", "--n-concurrent", "2",
+            "--embedder", "tfidf", "--json"])
+    wall = time.monotonic() - t0
+    assert res.exit_code == 0, res.output
+    print(f"harbor triggers: {wall:.0f} s wall")
+    doc = json.loads(res.stdout)
+    (s,) = doc["skills"]
+    assert (s["skill_id"], s["recall"], s["n_fired"], s["n_false"], s["should_not_fired"]) == ("status-report", 1.0,
+                                                                                             2, 1, 1)
+    recs = {r["task_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert recs["report"]["meta"]["fired"] == recs["other"]["meta"]["fired"] == ["status-report"]
+    assert recs["report"]["meta"]["harbor_task"] == "q-0001"
+    assert all(r["error"] is None for r in recs.values())

@@ -428,3 +428,100 @@ def test_audit_reports_the_trigger_view(tmp_path):
     assert "| m | `poacher` | 0 | 0 | 20 | net -12 over 20 task(s)" in md and md.count("| description |") == 1
     html = (out / "report.html").read_text()
     assert '<h2 id="triggers">' in html and "<code>body-bad</code>" in html
+
+
+def test_distractor_sweep_reports_reach_as_the_catalog_grows(tmp_path, monkeypatch):
+    """--distractors 10,200: each query runs in catalogs of 30, 40 and 230 skills (nested, by name);
+    an agent that loses half its queries to distractors past 100 skills keeps its reach at 40 and
+    loses it at 230, where distractors fire."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    out = tmp_path / "t.jsonl"
+    args = ["triggers", "--skills", DEMO, "--queries", str(_queries(tmp_path)), "--out", str(out), "--agent",
+            "trigger_agents:crowded", "--epochs", "1", "--distractors", "200,10", "--embedder", "tfidf"]
+    res = CliRunner().invoke(cli, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    assert "triggers: 18 episode(s) to run (6 queries x 1 epoch(s) x 3 catalog size(s)" in res.output
+    sweep = json.loads(res.stdout)["sweep"]
+    assert [(r["distractors"], r["catalog_size"], r["n_runs"]) for r in sweep] == [(0, 30, 6), (10, 40, 6),
+                                                                                  (200, 230, 6)]
+    assert sweep[0]["reach"] == sweep[1]["reach"] > sweep[2]["reach"]
+    assert sweep[0]["distractor_fired"] == 0 and sweep[2]["distractor_fired"] > 0
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["task_id"] for r in recs if r["meta"]["distractors"] == 10} == {f"{q['id']}#d10" for q in QUERIES}
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0 and "reach as the catalog grows (5 queries that should fire a skill" in res.output
+    res = CliRunner().invoke(cli, [*args[:-4], "--distractors", "500", "--embedder", "tfidf"])
+    assert res.exit_code == 2 and "--distractors 500: the bundled set has 219 distractor skills" in res.output
+
+
+FAKE_HARBOR = r'''#!PYTHON
+"""A stand-in for `harbor run -c CONFIG`: one trial per task and attempt of the with-skills agent; its
+terminus-2-like ATIF log lists the injected skills and reads the one whose name shares a word with
+the instruction (percent -> percent-change; "how many times" -> tally-element-occurrences)."""
+import json, os, sys, time
+from pathlib import Path
+
+args = sys.argv[1:]
+with Path(os.environ["FAKE_HARBOR_LOG"]).open("a") as fh:
+    fh.write(" ".join(args) + "\n")
+if args[:2] == ["jobs", "resume"]:
+    sys.exit(0)
+cfg = json.loads(Path(args[args.index("-c") + 1]).read_text())
+assert len(cfg["agents"]) == 1 and cfg["agents"][0]["skills"], "a triggers job has the with-skills agent only"
+job = Path(cfg["jobs_dir"]) / cfg["job_name"]
+job.mkdir(parents=True)
+(job / "config.json").write_text(json.dumps(cfg))
+ds = Path(cfg["datasets"][0]["path"])
+for task in cfg["datasets"][0]["task_names"]:
+    text = (ds / task / "instruction.md").read_text().lower()
+    pick = ("percent-change" if "percent" in text else "tally-element-occurrences" if "how many times" in text
+            else None)
+    for k in range(cfg["n_attempts"]):
+        trial = job / f"{task}__t{k}"
+        (trial / "agent").mkdir(parents=True)
+        steps = [{"step_id": 1, "source": "user", "message": "<available_skills><skill><name>percent-change</name>"
+                  "</skill><skill><name>tally-element-occurrences</name></skill></available_skills>" + text}]
+        if pick:
+            steps.append({"step_id": 2, "source": "agent", "tool_calls": [
+                {"tool_call_id": "c1", "function_name": "bash_command",
+                 "arguments": {"keystrokes": f"cat /runtime/skills/{pick}/SKILL.md\n"}}]})
+        (trial / "agent" / "trajectory.json").write_text(json.dumps({"schema_version": "ATIF-v1.8", "steps": steps}))
+        (trial / "result.json").write_text(json.dumps({
+            "task_name": task, "trial_name": trial.name, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "config": {"job_id": cfg["job_name"] + "-id", "task": {"path": str(ds / task)},
+                       "agent": {"name": "terminus-2", "model_name": "openai/m", "skills": cfg["agents"][0]["skills"]}},
+            "verifier_result": {"rewards": {"reward": 1.0}}, "exception_info": None}))
+'''
+
+
+def test_harbor_engine_runs_each_query_as_a_task_with_the_skills_injected(tmp_path, monkeypatch):
+    """--engine harbor (through a stand-in harbor): a task per query (the query as its instruction,
+    nothing graded), one job with the with-skills agent only, skill use read from each trial's own
+    log; recall and the poacher as with the other engines; a re-run resumes the job, writes nothing twice."""
+    import stat
+    import sys
+
+    exe = tmp_path / "harbor"
+    exe.write_text(FAKE_HARBOR.replace("PYTHON", sys.executable))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("SKILLAUDIT_HARBOR", str(exe))
+    monkeypatch.setenv("FAKE_HARBOR_LOG", str(tmp_path / "calls.log"))
+    out = tmp_path / "t.jsonl"
+    args = ["triggers", "--skills", DEMO, "--queries", str(_queries(tmp_path)), "--out", str(out), "--engine", "harbor",
+            "--agent-name", "terminus-2", "--model", "openai/m", "--epochs", "2", "--embedder", "tfidf", "--quiet"]
+    res = CliRunner().invoke(cli, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    by = {s["skill_id"]: s for s in doc["skills"]}
+    assert by["percent-change"]["recall"] == 1.0
+    assert by["counter-frequency-counting"]["rivals"] == [{"skill_id": "tally-element-occurrences", "queries": 2}]
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(recs) == 12 and {r["model"] for r in recs} == {"terminus-2:openai/m"}
+    assert {r["meta"]["harbor_task"] for r in recs} == {f"q-{i:04d}" for i in range(1, 7)}
+    task = tmp_path / "t.jsonl.harbor" / "tasks" / "q-0004"
+    assert (task / "instruction.md").read_text() == QUERIES[3]["query"] + "\n"
+    assert "echo 1 > /logs/verifier/reward.txt" in (task / "tests" / "test.sh").read_text()
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert len(out.read_text().splitlines()) == 12
+    assert [c.split()[0] for c in (tmp_path / "calls.log").read_text().splitlines()] == ["run"]

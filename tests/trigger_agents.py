@@ -42,3 +42,16 @@ def broken(task, skills):
 def seen(task, skills):
     """Answers with the task it was given (keys and prompt), to show what an agent sees."""
     return json.dumps(sorted(task))
+
+
+def crowded(task, skills):
+    """best_match, except that in a catalog of more than 100 skills every other query loads the
+    alphabetically first skill that is not one of the bundled library's (a distractor) instead."""
+    cat = skills.catalog()
+    if len(cat) > 100 and sum(map(ord, task["prompt"])) % 2 == 0:
+        from pathlib import Path
+
+        lib = {p.name for p in (Path(__file__).resolve().parents[1] / "skillaudit" / "demo" / "skills").iterdir()}
+        skills.load(sorted(c["name"] for c in cat if c["name"] not in lib)[0])
+        return "done"
+    return best_match(task, skills)

@@ -151,6 +151,25 @@ class SkillTriggers:
                 "rivals": [{"skill_id": r, "queries": n} for r, n in self.rivals]}
 
 
+def reach(report: TriggerReport, library_ids: Any, level: float = 0.95) -> dict[str, Any]:
+    """Query-level reach of a catalog (the query as the unit): of the queries that should fire a
+    skill, the share where one of theirs fired (`reach`, Wilson interval), where only others did
+    (`misroute`), and the share of all run queries where a skill outside the library (a distractor) fired."""
+    from skillaudit.stats import wilson_interval
+
+    lib = set(library_ids)
+    pos = [q for q in report.queries if q["should"] and q["runs"]]
+    hit = sum(1 for q in pos if set(q["voted"]) & set(q["should"]))
+    mis = sum(1 for q in pos if q["voted"] and not set(q["voted"]) & set(q["should"]))
+    ran = [q for q in report.queries if q["runs"]]
+    dis = sum(1 for q in ran if set(q["voted"]) - lib)
+    ci = wilson_interval(hit, len(pos), level) if pos else None
+    return {"n_queries": len(pos), "reach": hit / len(pos) if pos else None,
+            "reach_ci": [round(ci[0], 4), round(ci[1], 4)] if ci else None,
+            "misroute": mis / len(pos) if pos else None,
+            "distractor_fired": dis / len(ran) if ran else None}
+
+
 @dataclass
 class TriggerReport:
     skills: list[SkillTriggers]
@@ -160,11 +179,15 @@ class TriggerReport:
     n_runs: int
     n_errors: int
     method: str
+    sweep: list[dict[str, Any]] | None = None  # `--distractors`: reach per catalog size
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_queries": self.n_queries, "n_queries_run": self.n_run, "n_runs": self.n_runs,
-                "n_errors": self.n_errors, "method": self.method,
-                "skills": [s.to_dict() for s in self.skills], "queries": self.queries}
+        doc = {"n_queries": self.n_queries, "n_queries_run": self.n_run, "n_runs": self.n_runs,
+               "n_errors": self.n_errors, "method": self.method,
+               "skills": [s.to_dict() for s in self.skills], "queries": self.queries}
+        if self.sweep is not None:
+            doc["sweep"] = self.sweep
+        return doc
 
 
 def trigger_method(level: float = 0.95) -> str:
@@ -183,16 +206,17 @@ def trigger_scores(queries: list[Any], records: list[dict[str, Any]], skill_ids:
     runs: dict[str, list[list[str]]] = {q.id: [] for q in queries}
     errors = 0
     for rec in records:
-        qid = rec.get("task_id")
+        meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+        trig = meta.get("trigger") if isinstance(meta.get("trigger"), dict) else {}
+        qid = trig.get("id", rec.get("task_id"))  # a sweep's runs are logged as <id>#d<size>
         if qid not in runs:
             continue
         if rec.get("error") is not None:
             errors += 1
             continue
-        meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
         fired = meta.get("fired")
         if not isinstance(fired, list):  # a record without `meta.fired`: what its retrievals showed
-            from skillaudit.engine.triggers import fired_of
+            from skillaudit.runs.records import fired_of
 
             fired = fired_of(rec.get("retrievals") or [])
         runs[qid].append([f for f in fired if isinstance(f, str)])

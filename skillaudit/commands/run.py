@@ -288,6 +288,17 @@ def run_cmd(benchmark: str | None, tasks_file: str | None, agent_spec: str | Non
                            "error (see their 'error' field)")
 
 
+def parse_agent_kwargs(agent_kwargs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Harbor's `--agent-kwarg KEY=VALUE` options as pairs."""
+    kwargs = []
+    for kv in agent_kwargs:
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            raise InputError(f"--agent-kwarg {kv!r}: expected KEY=VALUE")
+        kwargs.append((key, value))
+    return kwargs
+
+
 def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, out_path: str, model: str | None,
                 env: str, trials: int, n_concurrent: int, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...],
                 task_ids: tuple[str, ...], jobs_dir: str | None, model_label: str | None, dry_run: bool,
@@ -297,12 +308,7 @@ def _run_harbor(dataset: str | None, agent_name: str | None, skills_path: str, o
 
     if not dataset or not agent_name:
         raise InputError("--engine harbor needs --dataset and --agent-name (Harbor's agent; --model is its model)")
-    kwargs = []
-    for kv in agent_kwargs:
-        key, sep, value = kv.partition("=")
-        if not sep or not key:
-            raise InputError(f"--agent-kwarg {kv!r}: expected KEY=VALUE")
-        kwargs.append((key, value))
+    kwargs = parse_agent_kwargs(agent_kwargs)
     _out_is_not_an_input(out_path, {"--skills": skills_path, "--dataset": dataset, "--reuse": reuse})
     hr = HarborRun(dataset=dataset, agent_name=agent_name, skills=skills_path, out=out_path, model=model, env=env,
                    trials=trials, n_concurrent=n_concurrent, agent_kwargs=tuple(kwargs), harbor_args=harbor_args,

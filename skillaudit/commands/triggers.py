@@ -60,6 +60,16 @@ def _score_lines(report: Any, overlap: Any) -> list[str]:
         lines.append(f"  {s.skill_id:<{width}}{rec:<24}{pre:<24}{riv}")
     lines += textwrap.wrap(f"({report.method}; * a rival whose description overlaps)", width=100,
                            initial_indent="  ", subsequent_indent="  ")
+    if report.sweep:
+        n = report.sweep[0]["n_queries"]
+        lines += ["", f"reach as the catalog grows ({n} queries that should fire a skill, each voting once):",
+                  f"  {'catalog':>8}  {'distractors':>11}  {'reach':<20}{'misroute':>9}  {'distractor fired':>16}"]
+        for r in report.sweep:
+            ci = r["reach_ci"]
+            rc = f"{r['reach']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "-"
+            mis = f"{r['misroute']:.2f}" if r["misroute"] is not None else "-"
+            dis = f"{r['distractor_fired']:.2f}" if r["distractor_fired"] is not None else "-"
+            lines.append(f"  {r['catalog_size']:>8}  {r['distractors']:>11}  {rc:<20}{mis:>9}  {dis:>16}")
     return lines
 
 
@@ -72,11 +82,30 @@ def _score_lines(report: Any, overlap: Any) -> list[str]:
               help="With --queries: the JSON Lines log of the trigger runs (appended to; a re-run resumes).")
 @click.option("--agent", "agent_spec", default=None, metavar="NAME|MODULE:CALLABLE",
               help="Your agent (agent(task, skills), docs/agents.md) instead of the built-in chat loop.")
+@click.option("--engine", type=click.Choice(["threads", "harbor"]), default="threads", show_default=True,
+              help="threads: --agent or the built-in loop here; harbor: Harbor's own agent (--agent-name), each "
+                   "query a Harbor task with the skills folder injected as in real use.")
+@click.option("--agent-name", default=None, help="With --engine harbor: Harbor's agent (claude-code, codex, terminus-2, ...).")
+@click.option("--agent-kwarg", "agent_kwargs", multiple=True, metavar="KEY=VALUE",
+              help="With --engine harbor: Harbor's --ak (repeatable).")
+@click.option("--harbor-arg", "harbor_args", multiple=True, metavar="ARG", help="With --engine harbor: passed to "
+              "`harbor run` verbatim (repeatable).")
+@click.option("--env", "harbor_env", default="docker", show_default=True, help="With --engine harbor: Harbor's environment.")
+@click.option("--n-concurrent", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --engine harbor: trials in flight.")
+@click.option("--jobs-dir", default=None, help="With --engine harbor: where the tasks and job go (default: OUT.harbor/).")
+@click.option("--task-image", default="python:3.12-slim", show_default=True,
+              help="With --engine harbor: the image each query's task container starts from.")
+@click.option("--no-network", is_flag=True, help="With --engine harbor: task containers on network_mode none (agents "
+              "whose model calls leave from the host, like terminus-2).")
 @click.option("--skills-mode", type=click.Choice(["catalog", "search"]), default="catalog", show_default=True,
               help="How the built-in agent is offered the skills: catalog (names and descriptions, load_skill) or "
                    "search (search_skills, BM25).")
 @click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Runs per query; they vote once (a skill fired when it fired in at least half).")
+@click.option("--distractors", default=None, metavar="N,N,...",
+              help="Catalog-size sweep: run the queries again with N distractor skills added to the catalog (the "
+                   "bundled set of 219 names and descriptions), for each N, and report reach per size.")
 @click.option("--budget-tokens", type=click.IntRange(min=1), default=None,
               help="Stop starting episodes once this session's logged tokens reach it (a re-run resumes).")
 @click.option("--changed", "baseline", type=click.Path(dir_okay=False), default=None,
@@ -114,7 +143,10 @@ def _score_lines(report: Any, overlap: Any) -> list[str]:
 @json_option
 @reports_errors
 def triggers(skills_path: str, queries_path: str | None, out_path: str | None, agent_spec: str | None,
-             skills_mode: str, epochs: int, budget_tokens: int | None, baseline: str | None, dry_run: bool,
+             engine: str, agent_name: str | None, agent_kwargs: tuple[str, ...], harbor_args: tuple[str, ...],
+             harbor_env: str, n_concurrent: int, jobs_dir: str | None, task_image: str, no_network: bool,
+             skills_mode: str, epochs: int, distractors: str | None, budget_tokens: int | None,
+             baseline: str | None, dry_run: bool,
              endpoint: str | None,
              model_name: str | None, model_label: str | None, api_key_env: str, temperature: float,
              max_tokens: int, tool_mode: str, tool_choice: str, max_calls: int, top_k: int, seed: int,
@@ -147,14 +179,17 @@ def triggers(skills_path: str, queries_path: str | None, out_path: str | None, a
                       if changed.changed else "")
                    + (f"; removed: {', '.join(changed.removed)}" if changed.removed else ""), err=True)
     if queries_path is not None:
-        scores = _run_queries(skills_path, queries_path, out_path, agent_spec, skills_mode, epochs, budget_tokens,
+        scores = _run_queries(skills_path, queries_path, out_path, agent_spec, skills_mode, epochs,
+                              _sizes(distractors), budget_tokens,
                               dry_run, endpoint, model_name, model_label, api_key_env, temperature, max_tokens,
                               tool_mode, tool_choice, max_calls, top_k, seed, concurrency, episode_timeout,
-                              request_timeout, retries, retry_errors, quiet or as_json, changed)
+                              request_timeout, retries, retry_errors, quiet or as_json, changed,
+                              _harbor(engine, agent_name, model_name, agent_kwargs, harbor_args, harbor_env,
+                                      n_concurrent, jobs_dir, task_image, no_network))
         if scores is None:  # --dry-run
             return
-    elif out_path or agent_spec or dry_run or budget_tokens:
-        raise CommandError("--out, --agent, --dry-run and --budget-tokens go with --queries")
+    elif out_path or agent_spec or dry_run or budget_tokens or distractors:
+        raise CommandError("--out, --agent, --dry-run, --distractors and --budget-tokens go with --queries")
     report = description_overlap(lib, embedder, cache_dir=cache_dir, model_path=embed_model)
     if report.fallback_reason:
         warn(f"the MiniLM model could not be loaded: {report.fallback_reason}")
@@ -171,18 +206,51 @@ def triggers(skills_path: str, queries_path: str | None, out_path: str | None, a
         echo(line)
 
 
+def _harbor(engine: str, agent_name: str | None, model: str | None, agent_kwargs: tuple[str, ...],
+            harbor_args: tuple[str, ...], env: str, n_concurrent: int, jobs_dir: str | None, image: str,
+            no_network: bool) -> Any:
+    """The Harbor options of `--engine harbor` (None for the other engine; its options refused there)."""
+    if engine != "harbor":
+        if agent_name or agent_kwargs or harbor_args or jobs_dir or no_network:
+            raise CommandError("--agent-name, --agent-kwarg, --harbor-arg, --jobs-dir and --no-network go with "
+                               "--engine harbor")
+        return None
+    from skillaudit.commands.run import parse_agent_kwargs
+    from skillaudit.engine.triggers import HarborTriggerOptions
+
+    if not agent_name:
+        raise CommandError("--engine harbor needs --agent-name (Harbor's agent; --model is its model)")
+    return HarborTriggerOptions(agent_name=agent_name, model=model, env=env, n_concurrent=n_concurrent,
+                                agent_kwargs=tuple(parse_agent_kwargs(agent_kwargs)), harbor_args=harbor_args,
+                                jobs_dir=jobs_dir, image=image, no_network=no_network)
+
+
+def _sizes(value: str | None) -> tuple[int, ...]:
+    """`--distractors 10,50,200` as sizes (0, the library alone, is always run)."""
+    if not value:
+        return ()
+    try:
+        sizes = sorted({int(v) for v in value.split(",") if v.strip()})
+    except ValueError:
+        raise CommandError(f"--distractors {value}: expected numbers, e.g. 10,50,200") from None
+    if not sizes or sizes[0] < 0:
+        raise CommandError(f"--distractors {value}: expected numbers >= 0, e.g. 10,50,200")
+    return tuple(sizes)
+
+
 def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agent_spec: str | None, skills_mode: str,
-                 epochs: int, budget_tokens: int | None, dry_run: bool, endpoint: str | None, model_name: str | None,
+                 epochs: int, distractors: tuple[int, ...], budget_tokens: int | None, dry_run: bool, endpoint: str | None, model_name: str | None,
                  model_label: str | None, api_key_env: str, temperature: float, max_tokens: int, tool_mode: str,
                  tool_choice: str, max_calls: int, top_k: int, seed: int, concurrency: int, episode_timeout: float | None,
-                 request_timeout: float, retries: int, retry_errors: bool, quiet: bool, changed: Any = None) -> Any:
+                 request_timeout: float, retries: int, retry_errors: bool, quiet: bool, changed: Any = None,
+                 harbor: Any = None) -> Any:
     """Plan (printed before any model call), run and score the trigger queries; None with --dry-run.
     With `changed` (`--changed`), only the queries and skills it concerns."""
     import os
     from pathlib import Path
 
     from skillaudit.agents.agent import AgentConfig
-    from skillaudit.analysis.triggers import trigger_scores
+    from skillaudit.analysis.triggers import reach, trigger_scores
     from skillaudit.engine.triggers import (
         TriggerOptions,
         current_records,
@@ -195,7 +263,11 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
         raise CommandError("--queries needs --out LOG (the trigger runs are logged there; a re-run resumes)")
     if agent_spec in ("search", "catalog"):  # the built-in chat loops, by their plugin names
         skills_mode, agent_spec = agent_spec, None
-    if not agent_spec and not dry_run and (not endpoint or not model_name):
+    if harbor is not None:
+        if agent_spec or distractors:
+            raise CommandError("--engine harbor runs Harbor's agent (--agent-name): not with --agent or --distractors")
+        model_label = model_label or (f"{harbor.agent_name}:{model_name}" if model_name else harbor.agent_name)
+    elif not agent_spec and not dry_run and (not endpoint or not model_name):
         raise CommandError("--endpoint and --model are needed (or --agent NAME|module:callable)")
     for flag, path in (("--queries", queries_path), ("--skills", skills_path)):
         if Path(path).resolve() == Path(out_path).resolve():
@@ -207,7 +279,7 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
     opts = TriggerOptions(queries=queries_path, skills=skills_path, out=out_path, agent=agent, agent_spec=agent_spec,
                           skills_mode=skills_mode, epochs=epochs, seed=seed, concurrency=concurrency,
                           episode_timeout=episode_timeout, retry_errors=retry_errors and not dry_run,
-                          model_label=model_label, budget_tokens=budget_tokens)
+                          model_label=model_label, budget_tokens=budget_tokens, distractors=distractors)
     if changed is not None:
         from skillaudit.tasks.queries import load_queries
 
@@ -216,7 +288,12 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
     click.echo(f"triggers: {tp.sentence()}", err=True)
     if dry_run:
         return None
-    summary = run_triggers(opts, tp, quiet=quiet)
+    if harbor is not None:
+        from skillaudit.engine.triggers import run_triggers_harbor
+
+        summary = run_triggers_harbor(opts, tp, harbor, say=lambda m: click.echo(m, err=True), quiet=quiet)
+    else:
+        summary = run_triggers(opts, tp, quiet=quiet)
     if summary.written:
         click.echo(f"{out_path}: wrote {summary.written} record(s), {summary.errors} error(s), "
                    f"{summary.wall_s:.0f}s", err=True)
@@ -226,7 +303,18 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
     if summary.written and summary.errors >= summary.written:
         raise CommandError(f"{out_path}: every one of the {summary.written} trigger run(s) of this session is an "
                            "error (see their 'error' field)")
-    report = trigger_scores(tp.queries, records, tp.library.ids)
+    def size_of(rec: dict[str, Any]) -> int:
+        k = (rec.get("meta") or {}).get("distractors", 0)
+        return k if isinstance(k, int) else -1
+
+    report = trigger_scores(tp.queries, [r for r in records if size_of(r) == 0], tp.library.ids)
+    if distractors:  # reach per catalog size, the query as the unit
+        report.sweep = []
+        for k, ix in sorted(tp.catalogs.items()):
+            at_k = trigger_scores(tp.queries, [r for r in records if size_of(r) == k], tp.library.ids)
+            report.sweep.append({"distractors": k, "catalog_size": len(ix.skills), "n_runs": at_k.n_runs,
+                                 **reach(at_k, tp.library.ids),
+                                 "skills": [{"skill_id": s.skill_id, "recall": s.recall} for s in at_k.skills]})
     if changed is not None:  # the skills that changed, judged on the queries that concern them
         keep = set(changed.changed)
         report.skills = [s for s in report.skills if s.skill_id in keep]

@@ -69,6 +69,7 @@ class HarborRun:
     reuse: str | None = None  # an old log of this engine: re-run only the tasks whose skills changed
     rerun_tasks: tuple[str, ...] | None = None  # set by the reuse plan: the with-skills job runs only these
     no_skills_dataset: str | None = None  # a skills-free copy of the tasks (their own skills removed)
+    skills_only: bool = False  # one job with the with-skills agent only (`triggers --engine harbor`)
 
     @property
     def jobs_path(self) -> Path:
@@ -83,6 +84,8 @@ class HarborRun:
         with --reuse one with-skills job."""
         if self.rerun_tasks is not None:
             return [f"{self.name}-reuse"]
+        if self.skills_only:
+            return [self.name]
         if self.no_skills_dataset:
             return [f"{self.name}-{word}" for _, word in SIDES]
         return [self.name]
@@ -146,7 +149,7 @@ def job_configs(run: HarborRun) -> dict[str, dict[str, Any]]:
                 "datasets": [_dataset(dataset, tasks)]}
 
     names = run.job_names()
-    if run.rerun_tasks is not None:
+    if run.rerun_tasks is not None or run.skills_only:
         return {names[0]: job(names[0], [on], run.dataset, run.n_concurrent)}
     if run.no_skills_dataset:
         half = max(1, run.n_concurrent // 2)

@@ -128,6 +128,8 @@ class Pairer:
         self.naming = ""
         # arm records (DESIGN §3.1b): (key, arm, mask seed) -> entry, joined to main pairs at the end
         self.arm_entries: dict[tuple[Key, str, int], _Entry] = {}
+        #: also return enabled records without a disabled one (`triggers --engine harbor` runs no disabled arm)
+        self.keep_unpaired_enabled = False
 
     def source(self, path: str) -> None:
         if path not in self.sources:
@@ -204,6 +206,8 @@ class Pairer:
                 pairs += 1
             elif e is not None:
                 unpaired.append(Unpaired(e.where, key_label(key), ENABLED, "no disabled run with this key"))
+                if self.keep_unpaired_enabled:
+                    records.append(e.record)
             elif d is not None:
                 unpaired.append(Unpaired(d.where, key_label(key), DISABLED, "no enabled run with this key"))
         for key, entries in arms_of.items():

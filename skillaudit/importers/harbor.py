@@ -566,17 +566,20 @@ def import_harbor(
     benchmark: str | None = None,
     offered: str | None = None,
     tasks: str | None = None,
+    enabled_only: bool = False,
 ) -> tuple[list[dict[str, Any]], ImportReport]:
     """Read Harbor trials (sides given or read from their paths); return §3.1 records and a report.
     `offered`: a skills folder whose skills every with-skills trial was offered, where neither the
     agent's log nor the trial's `lock.json` nor the job's skill folders say. `tasks`: the dataset's
     task folders; a with-skills trial whose task (`task_folder`) ships skills in
-    `environment/skills/` was offered those (`task_skills`)."""
+    `environment/skills/` was offered those (`task_skills`). `enabled_only`: the with-skills trials'
+    records are returned without a pair (a job that ran no disabled arm: `triggers --engine harbor`)."""
     if tasks is not None and not os.path.isdir(tasks):
         raise InputError(f"{tasks}: --tasks: no such folder (the dataset's task folders)")
     trials: list[_Trial] = []
     jobs: list[tuple[str, dict]] = []
     pairer = Pairer("harbor")
+    pairer.keep_unpaired_enabled = enabled_only
     links: list[str] = []
     passed_over: list[tuple[str, str, str | None]] = []
     for arg in enabled:

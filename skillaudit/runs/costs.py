@@ -12,18 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from skillaudit.runs.records import fired_of
+
 
 def _shown(rec: dict[str, Any]) -> list[str]:
     """Skills an enabled record was shown in full, first time each (logged order)."""
-    out: list[str] = []
-    for call in rec.get("retrievals") or []:
-        if not isinstance(call, dict) or call.get("error"):
-            continue
-        for h in call.get("skills") or []:
-            sid = h.get("id") if isinstance(h, dict) else h
-            if isinstance(sid, str) and sid not in out:
-                out.append(sid)
-    return out
+    return fired_of(rec.get("retrievals") or [])
 
 
 def _cached_of(u: Any) -> float:

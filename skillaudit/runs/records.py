@@ -260,3 +260,16 @@ def _check_line(line: bytes, where: str) -> _Checked:
     out.task_id, out.condition, out.correct, out.epoch = tid, cond_raw, correct, epoch
     out.model, out.benchmark, out.answer = model, bench, rec.get("answer")
     return out
+
+
+def fired_of(retrievals: list[dict[str, Any]]) -> list[str]:
+    """The skills whose text reached the agent: hits of the calls without an error, first-seen order."""
+    out: list[str] = []
+    for call in retrievals:
+        if not isinstance(call, dict) or call.get("error"):
+            continue
+        for h in call.get("skills") or []:
+            sid = h.get("id") if isinstance(h, dict) else h
+            if isinstance(sid, str) and sid not in out:
+                out.append(sid)
+    return out
