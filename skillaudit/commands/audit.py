@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 
@@ -231,6 +232,8 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 
 
 # ---------------------------------------------------------------- check / diff (CI gate)
+CHECK_FORMATS = ("text", "json", "sarif", "junit")
+
 @click.command()
 @runs_argument()
 @skills_option()
@@ -240,6 +243,11 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
               help="What fails the gate (repeatable; default: harmful, plus regression with --baseline).")
 @click.option("--allow-leaks", is_flag=True,
               help="Do not fail on arm integrity: runs without skills that used skills or had skills present, runs without skills whose log could not be checked, runs with skills given none.")
+@click.option("--format", "fmt", type=click.Choice(CHECK_FORMATS), default=None,
+              help="What stdout holds: text (one line per failure; the default), json, sarif (SARIF 2.1.0, rules "
+                   "from the policy's table) or junit (JUnit XML, a test case per decision).")
+@click.option("--report", "reports", multiple=True, metavar="FORMAT:PATH",
+              help="Also write FORMAT (json, sarif, junit) to PATH, atomically (repeatable).")
 @bootstrap_option(METRICS_BOOT_HELP)
 @seed_option()
 @mc_stop_option
@@ -248,7 +256,8 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 @json_option
 @reports_errors
 def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, fail_on: tuple[str, ...],
-          allow_leaks: bool, n_boot: int, seed: int, mc_stop: str, jobs: int, strict: bool, as_json: bool) -> None:
+          allow_leaks: bool, fmt: str | None, reports: tuple[str, ...], n_boot: int, seed: int, mc_stop: str,
+          jobs: int, strict: bool, as_json: bool) -> None:
     """A CI gate for a skill library: exit 1 with one line per failing skill or verdict, else 0.
 
     harmful: a skill recommended prune (or rewrite because it is harmful); library: a model
@@ -256,10 +265,17 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
     that got worse, or an RAE that fell with the change's 95% CI below 0. Always, unless
     --allow-leaks: arm integrity (a run without skills that used one, a run with skills given none).
     """
+    import time
+
     from skillaudit.audit import Settings, run_audit
     from skillaudit.decide.gate import check as _check
     from skillaudit.decide.gate import check_document, load_audit_doc
 
+    t0 = time.monotonic()
+    if as_json and fmt not in (None, "json"):
+        raise CommandError(f"--json and --format {fmt}: give one")
+    fmt = "json" if as_json else (fmt or "text")
+    targets = [_report_target(r) for r in reports]  # bad FORMAT:PATH fails before the audit
     fail_on = fail_on or (("harmful", "regression") if baseline else ("harmful",))
     base = load_audit_doc(baseline) if baseline else None
     lib = load_library_for_cli(skills_path)
@@ -276,10 +292,24 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
         from skillaudit.decide.gate import Failure
 
         failures = [Failure("integrity", m) for m in arm_integrity(inputs).messages()] + failures
-    if as_json:
-        emit_json({"schema": "skillaudit.check/v1", "passed": not failures, "fail_on": list(fail_on),
-                   "baseline": baseline, "failures": [f.to_dict() for f in failures], "inputs": list(runs),
-                   **doc})
+    def render(kind: str) -> str:
+        from skillaudit.report import ci
+        from skillaudit.util.files import dumps_json
+
+        if kind == "json":
+            return dumps_json({"schema": "skillaudit.check/v1", "passed": not failures, "fail_on": list(fail_on),
+                               "baseline": baseline, "failures": [f.to_dict() for f in failures],
+                               "inputs": list(runs), **doc}).decode() + "\n"
+        if kind == "sarif":
+            return json.dumps(ci.to_sarif(doc, failures, skills_path, lib), indent=2) + "\n"
+        return ci.to_junit(doc, failures, tuple(fail_on), seconds=time.monotonic() - t0)
+
+    for kind, path in targets:
+        from skillaudit.util.files import atomic_write_text
+
+        atomic_write_text(path, render(kind))
+    if fmt != "text":
+        click.echo(render(fmt), nl=False)
     else:
         for f in failures:
             echo(f"FAIL {f.kind}: {f.message}")
@@ -287,6 +317,14 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
             echo(f"ok: nothing fails ({', '.join(fail_on)}) on {audit.runs.n_pairs} pairs")
     if failures:
         click.get_current_context().exit(1)
+
+
+def _report_target(spec: str) -> tuple[str, str]:
+    """`--report FORMAT:PATH` as (format, path)."""
+    kind, sep, path = spec.partition(":")
+    if not sep or not path or kind not in CHECK_FORMATS[1:]:
+        raise CommandError(f"--report {spec}: expected FORMAT:PATH with FORMAT one of {', '.join(CHECK_FORMATS[1:])}")
+    return kind, path
 
 
 @click.command("diff")

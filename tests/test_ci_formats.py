@@ -1,0 +1,108 @@
+"""`check` in CI formats: SARIF 2.1.0 and JUnit XML, each validated against the real schema
+(../shared/data/schemas: oasis-tcs/sarif-spec and windyroad/JUnit-Schema, read from there, never
+copied: the SARIF schema's licence is OASIS's)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from skillaudit.cli import cli
+from skillaudit.runs.simulate import scenario
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "data" / "schemas"
+
+
+def _schema(name: str) -> Path:
+    path = SCHEMAS / name
+    if not path.is_file():
+        pytest.skip(f"{path}: the public schema is absent (../shared is not mounted)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def harmful(tmp_path_factory):
+    """A planted library with two harmful skills (check fails on them), in the working folder's
+    terms: the skills folder is reported relative to it."""
+    root = tmp_path_factory.mktemp("ci")
+    sim = scenario("two-harmful", seed=0)
+    runs, lib = sim.write(root / "s")
+    return sim, runs, lib
+
+
+def _check(monkeypatch, runs, lib, *args):
+    monkeypatch.chdir(Path(lib).parent)
+    return CliRunner().invoke(cli, ["check", str(runs), "--skills", str(lib), "--bootstrap", "500", *args])
+
+
+def test_sarif_validates_against_the_sarif_2_1_0_schema(harmful, monkeypatch):
+    import jsonschema
+
+    sim, runs, lib = harmful
+    res = _check(monkeypatch, runs, lib, "--format", "sarif")
+    assert res.exit_code == 1, res.output  # the gate's exit status is unchanged
+    log = json.loads(res.stdout)
+    schema = json.loads(_schema("sarif-schema-2.1.0.json").read_text())
+    jsonschema.validators.validator_for(schema)(schema).validate(log)
+    (run,) = log["runs"]
+    rules = {r["id"]: r for r in run["tool"]["driver"]["rules"]}
+    assert {"S101", "S102", "L001", "G001", "G003"} <= set(rules) and all(r["shortDescription"]["text"] for r in rules.values())
+    errors = [r for r in run["results"] if r["level"] == "error"]
+    assert {r["message"]["text"].split(" ")[0] for r in errors} >= set(sim.ids("harmful"))
+    for r in errors:
+        skill = r["message"]["text"].split(" ")[0]
+        assert r["ruleId"] in rules
+        loc = r["locations"][0]["physicalLocation"]
+        assert loc["artifactLocation"]["uri"] == f"{Path(lib).name}/{skill}/SKILL.md"
+    assert all(r["level"] in ("warning", "note") for r in run["results"] if r not in errors)
+
+
+def test_junit_validates_against_the_junit_xsd(harmful, monkeypatch, tmp_path):
+    xmlschema = pytest.importorskip("xmlschema")
+    sim, runs, lib = harmful
+    out = tmp_path / "check.xml"
+    res = _check(monkeypatch, runs, lib, "--report", f"junit:{out}", "--report", f"sarif:{tmp_path / 'c.sarif'}")
+    assert res.exit_code == 1, res.output
+    assert res.stdout.splitlines()[0].startswith("FAIL ")  # the text view stays on stdout
+    schema = xmlschema.XMLSchema(str(_schema("JUnit.xsd")))
+    schema.validate(str(out))
+    doc = schema.to_dict(str(out))
+    (suite,) = doc["testsuite"]
+    cases = {c["@name"]: c for c in suite["testcase"]}
+    for harm in sim.ids("harmful"):
+        assert "failure" in cases[f"{harm} (sim-model)"]
+    assert "failure" in cases["gate: harmful"] and int(suite["@failures"]) >= 3
+    assert json.loads((tmp_path / "c.sarif").read_text())["version"] == "2.1.0"
+
+
+def test_report_format_errors_are_one_line(harmful, monkeypatch, tmp_path):
+    _, runs, lib = harmful
+    res = _check(monkeypatch, runs, lib, "--report", "xml:out.xml")
+    assert res.exit_code == 2 and res.output.startswith("Error: --report xml:out.xml: expected FORMAT:PATH")
+
+
+def test_hostile_names_stay_valid_xml_and_sarif():
+    """A skill name or reason with markup, quotes and control characters: the JUnit XML still
+    validates (characters XML cannot hold replaced) and the SARIF still parses as JSON."""
+    import jsonschema
+
+    xmlschema = pytest.importorskip("xmlschema")
+    from skillaudit.decide.gate import Failure
+    from skillaudit.report.ci import to_junit, to_sarif
+
+    bad = 'ev"il<&>\x01\x1b[31m'
+    doc = {"recommendations": {"recommendations": [
+        {"scope": "skill", "skill_id": bad, "action": "prune", "rule": "S101", "models": ["m\x00"],
+         "reason": f"harmful: {bad}", "evidence": {}}]}}
+    failures = [Failure("harmful", f"{bad} (m): prune", model="m\x00", skill_id=bad)]
+    xml = to_junit(doc, failures, ("harmful",))
+    schema = xmlschema.XMLSchema(str(_schema("JUnit.xsd")))
+    schema.validate(xml)
+    assert "\x01" not in xml and "&lt;&amp;&gt;" in xml
+    log = to_sarif(doc, failures)
+    sarif_schema = json.loads(_schema("sarif-schema-2.1.0.json").read_text())
+    jsonschema.validators.validator_for(sarif_schema)(sarif_schema).validate(json.loads(json.dumps(log)))
+    assert log["runs"][0]["results"][0]["level"] == "error"
