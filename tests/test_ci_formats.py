@@ -106,3 +106,40 @@ def test_hostile_names_stay_valid_xml_and_sarif():
     sarif_schema = json.loads(_schema("sarif-schema-2.1.0.json").read_text())
     jsonschema.validators.validator_for(sarif_schema)(sarif_schema).validate(json.loads(json.dumps(log)))
     assert log["runs"][0]["results"][0]["level"] == "error"
+
+
+def test_github_commands_annotate_the_skill_files(harmful, monkeypatch):
+    """--format github: one workflow command per decision, ::error on the failing ones, located at
+    the skill's SKILL.md; messages escaped as GitHub reads them."""
+    sim, runs, lib = harmful
+    res = _check(monkeypatch, runs, lib, "--format", "github")
+    assert res.exit_code == 1
+    lines = res.stdout.splitlines()
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+    for harm in sim.ids("harmful"):
+        assert any(line.startswith(f"::error file={Path(lib).name}/{harm}/SKILL.md,line=1,title=") for line in lines)
+    assert all("\n" not in line and "::" in line[2:] for line in lines)
+
+
+def test_markdown_summary_goes_to_the_step_summary(harmful, monkeypatch, tmp_path):
+    """With $GITHUB_STEP_SUMMARY set, check appends its short Markdown summary there (and --format
+    markdown prints it): the headline, then the decisions that fail or advise, at most 20 rows."""
+    sim, runs, lib = harmful
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    res = _check(monkeypatch, runs, lib, "--format", "markdown")
+    assert res.exit_code == 1
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### skillaudit check: ❌ **fails** (") and res.stdout in text
+    rows = [line for line in text.splitlines() if line.startswith("| ❌ |")]
+    assert {r.split("|")[3].strip().strip("`").replace("\\-", "-") for r in rows} >= set(sim.ids("harmful"))
+    assert sum(line.startswith("| ") for line in text.splitlines()) <= 21
+
+
+def test_markdown_against_a_baseline_says_what_changed(harmful, monkeypatch, tmp_path):
+    _, runs, lib = harmful
+    base = tmp_path / "base.json"
+    res = _check(monkeypatch, runs, lib, "--report", f"json:{base}")
+    res = _check(monkeypatch, runs, lib, "--baseline", str(base), "--format", "markdown")
+    assert "Nothing changed against the baseline." in res.stdout

@@ -232,7 +232,7 @@ def compare(runs: tuple[str, ...], out_file: str | None, benchmark: str | None, 
 
 
 # ---------------------------------------------------------------- check / diff (CI gate)
-CHECK_FORMATS = ("text", "json", "sarif", "junit")
+CHECK_FORMATS = ("text", "json", "sarif", "junit", "github", "markdown")
 
 @click.command()
 @runs_argument()
@@ -245,9 +245,11 @@ CHECK_FORMATS = ("text", "json", "sarif", "junit")
               help="Do not fail on arm integrity: runs without skills that used skills or had skills present, runs without skills whose log could not be checked, runs with skills given none.")
 @click.option("--format", "fmt", type=click.Choice(CHECK_FORMATS), default=None,
               help="What stdout holds: text (one line per failure; the default), json, sarif (SARIF 2.1.0, rules "
-                   "from the policy's table) or junit (JUnit XML, a test case per decision).")
+                   "from the policy's table), junit (JUnit XML, a test case per decision), github (workflow "
+                   "commands: annotations on the skill files) or markdown (a short summary). With "
+                   "$GITHUB_STEP_SUMMARY set, the Markdown summary is also appended there.")
 @click.option("--report", "reports", multiple=True, metavar="FORMAT:PATH",
-              help="Also write FORMAT (json, sarif, junit) to PATH, atomically (repeatable).")
+              help="Also write FORMAT (json, sarif, junit, github, markdown) to PATH, atomically (repeatable).")
 @bootstrap_option(METRICS_BOOT_HELP)
 @seed_option()
 @mc_stop_option
@@ -302,12 +304,23 @@ def check(runs: tuple[str, ...], skills_path: str | None, baseline: str | None, 
                                "inputs": list(runs), **doc}).decode() + "\n"
         if kind == "sarif":
             return json.dumps(ci.to_sarif(doc, failures, skills_path, lib), indent=2) + "\n"
+        if kind == "github":
+            return ci.to_github(doc, failures, skills_path, lib)
+        if kind == "markdown":
+            return ci.to_markdown(doc, failures, tuple(fail_on), base, audit.runs.n_pairs)
         return ci.to_junit(doc, failures, tuple(fail_on), seconds=time.monotonic() - t0)
 
     for kind, path in targets:
         from skillaudit.util.files import atomic_write_text
 
         atomic_write_text(path, render(kind))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:  # GitHub Actions: the job's summary page (appended: earlier steps wrote theirs)
+        try:
+            with open(step_summary, "a", encoding="utf-8") as fh:
+                fh.write(render("markdown"))
+        except OSError as exc:
+            raise CommandError(f"$GITHUB_STEP_SUMMARY {step_summary}: cannot append ({exc.strerror or exc})") from None
     if fmt != "text":
         click.echo(render(fmt), nl=False)
     else:

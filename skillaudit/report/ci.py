@@ -1,4 +1,5 @@
-"""`check`'s results in CI formats: SARIF 2.1.0 (code scanning) and JUnit XML (test reports).
+"""`check`'s results in CI formats: SARIF 2.1.0 (code scanning), JUnit XML (test reports), GitHub
+workflow commands (annotations) and a short Markdown summary (`$GITHUB_STEP_SUMMARY`, PR comments).
 
 Both are built from what `check` decided: its document (the metrics, the library verdicts and the
 recommendations of `decide.gate.check_document`) and its failures (`decide.gate.Failure`). Every
