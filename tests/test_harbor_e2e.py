@@ -36,10 +36,8 @@ def _docker_answers() -> bool:
         return False
 
 
-def test_terminus2_with_and_without_the_skill_pairs_as_the_script_implies(tmp_path, monkeypatch):
-    """The script reads the skill when it is offered and writes the report in its format; without
-    it, in another. So: status-report is a rescue whose with-skills run read the skill (S_call 1,
-    RAE +100 pp), hello-file and sum-numbers pass both ways; no error trial."""
+def _need_harbor(monkeypatch) -> None:
+    """Skip (one line) where Harbor, a Docker daemon or the harbor-mini dataset is absent."""
     if find_harbor() is None:
         pytest.skip("harbor not found (PATH or SKILLAUDIT_HARBOR); make test-harbor sets it up")
     if not _docker_answers():
@@ -47,6 +45,13 @@ def test_terminus2_with_and_without_the_skill_pairs_as_the_script_implies(tmp_pa
     if not (MINI / "skills").is_dir():
         pytest.skip(f"{MINI}: the harbor-mini dataset is absent")
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+
+
+def test_terminus2_with_and_without_the_skill_pairs_as_the_script_implies(tmp_path, monkeypatch):
+    """The script reads the skill when it is offered and writes the report in its format; without
+    it, in another. So: status-report is a rescue whose with-skills run read the skill (S_call 1,
+    RAE +100 pp), hello-file and sum-numbers pass both ways; no error trial."""
+    _need_harbor(monkeypatch)
     out = tmp_path / "runs.jsonl"
     t0 = time.monotonic()
     with ScriptedServer(responder) as srv:
@@ -91,13 +96,7 @@ def test_triggers_through_harbor_read_what_terminus2_loaded(tmp_path, monkeypatc
     in real use. The script reads status-report whenever the prompt mentions a status report, and
     the injected skill's own listing does on every query: so it fires on both, recall 1 and the
     query that must not take it caught (precision 1/2, one should_not fired)."""
-    if find_harbor() is None:
-        pytest.skip("harbor not found (PATH or SKILLAUDIT_HARBOR); make test-harbor sets it up")
-    if not _docker_answers():
-        pytest.skip("no Docker daemon answers `docker info`")
-    if not (MINI / "skills").is_dir():
-        pytest.skip(f"{MINI}: the harbor-mini dataset is absent")
-    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    _need_harbor(monkeypatch)
     q = tmp_path / "queries.jsonl"
     q.write_text(json.dumps({"id": "report", "query": "Write this week's status report for the team to "
                              "/app/report.txt.", "should": ["status-report"]}) + "\n"

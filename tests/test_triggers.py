@@ -524,4 +524,6 @@ def test_harbor_engine_runs_each_query_as_a_task_with_the_skills_injected(tmp_pa
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     assert len(out.read_text().splitlines()) == 12
+    assert ("triggers: 0 episode(s) to run (6 queries x 2 epoch(s), 12 already logged), tokens not estimated "
+            "(Harbor's agent decides its own prompts)") in res.output
     assert [c.split()[0] for c in (tmp_path / "calls.log").read_text().splitlines()] == ["run"]

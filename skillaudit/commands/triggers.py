@@ -279,7 +279,8 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
     opts = TriggerOptions(queries=queries_path, skills=skills_path, out=out_path, agent=agent, agent_spec=agent_spec,
                           skills_mode=skills_mode, epochs=epochs, seed=seed, concurrency=concurrency,
                           episode_timeout=episode_timeout, retry_errors=retry_errors and not dry_run,
-                          model_label=model_label, budget_tokens=budget_tokens, distractors=distractors)
+                          model_label=model_label, budget_tokens=budget_tokens, distractors=distractors,
+                          engine="harbor" if harbor is not None else "threads")
     if changed is not None:
         from skillaudit.tasks.queries import load_queries
 

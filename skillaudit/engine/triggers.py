@@ -78,7 +78,7 @@ class TriggerPlan:
     index: SkillIndex
     plan: Plan
     model_label: str
-    est_tokens: int
+    est_tokens: int | None  # None: not estimated (Harbor's agents write their own prompts)
     epochs: int
     warnings: list[str] = field(default_factory=list)
     catalogs: dict[int, SkillIndex] = field(default_factory=dict)  # distractors added -> the catalog offered
@@ -86,9 +86,10 @@ class TriggerPlan:
     def sentence(self) -> str:
         n = len(self.plan.episodes)
         sizes = f" x {len(self.catalogs)} catalog size(s)" if len(self.catalogs) > 1 else ""
+        cost = (f"about {self.est_tokens:,} tokens, prompt and output (estimate: {CHARS_PER_TOKEN} characters a token)"
+                if self.est_tokens is not None else "tokens not estimated (Harbor's agent decides its own prompts)")
         return (f"{n} episode(s) to run ({len(self.queries)} queries x {self.epochs} epoch(s){sizes}, "
-                f"{self.plan.skipped} already logged), about {self.est_tokens:,} tokens, prompt and output "
-                f"(estimate: {CHARS_PER_TOKEN} characters a token)")
+                f"{self.plan.skipped} already logged), {cost}")
 
 
 def estimate_tokens(index: SkillIndex, queries: list[Any], mode: str, agent: AgentConfig) -> dict[str, int]:
@@ -144,8 +145,10 @@ def plan_triggers(opts: TriggerOptions) -> TriggerPlan:
                 for k in sorted(catalogs) for epoch in range(1, opts.epochs + 1) for q in queries]
     plan = Plan.of(Path(opts.out), episodes, done, label, BENCHMARK, len(queries),
                    label=f"triggers {label}", warnings=list(library.warnings))
-    per_query = {k: estimate_tokens(ix, queries, opts.skills_mode, opts.agent) for k, ix in catalogs.items()}
-    est = sum(per_query[ep.source[1]][ep.source[0].id] for ep in plan.episodes)
+    est = None
+    if opts.engine != "harbor":
+        per_query = {k: estimate_tokens(ix, queries, opts.skills_mode, opts.agent) for k, ix in catalogs.items()}
+        est = sum(per_query[ep.source[1]][ep.source[0].id] for ep in plan.episodes)
     return TriggerPlan(queries, library, index, plan, label, est, opts.epochs, list(library.warnings), catalogs)
 
 
