@@ -527,3 +527,15 @@ def test_harbor_engine_runs_each_query_as_a_task_with_the_skills_injected(tmp_pa
     assert ("triggers: 0 episode(s) to run (6 queries x 2 epoch(s), 12 already logged), tokens not estimated "
             "(Harbor's agent decides its own prompts)") in res.output
     assert [c.split()[0] for c in (tmp_path / "calls.log").read_text().splitlines()] == ["run"]
+
+
+def test_harbor_engine_refuses_what_it_cannot_honour(tmp_path):
+    """One Harbor job runs every query: a token budget, a distractor sweep or a Python agent cannot apply."""
+    base = ["triggers", "--skills", DEMO, "--queries", str(_queries(tmp_path)), "--out", str(tmp_path / "t.jsonl"),
+            "--engine", "harbor", "--agent-name", "terminus-2"]
+    for extra in (["--budget-tokens", "1000"], ["--distractors", "10"], ["--agent", "trigger_agents:coin"]):
+        res = CliRunner().invoke(cli, [*base, *extra])
+        assert res.exit_code == 2 and res.output == (
+            "Error: --engine harbor runs Harbor's agent (--agent-name) as one job: not with --agent, --distractors "
+            "or --budget-tokens\n")
+

@@ -264,8 +264,9 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
     if agent_spec in ("search", "catalog"):  # the built-in chat loops, by their plugin names
         skills_mode, agent_spec = agent_spec, None
     if harbor is not None:
-        if agent_spec or distractors:
-            raise CommandError("--engine harbor runs Harbor's agent (--agent-name): not with --agent or --distractors")
+        if agent_spec or distractors or budget_tokens:
+            raise CommandError("--engine harbor runs Harbor's agent (--agent-name) as one job: not with --agent, "
+                               "--distractors or --budget-tokens")
         model_label = model_label or (f"{harbor.agent_name}:{model_name}" if model_name else harbor.agent_name)
     elif not agent_spec and not dry_run and (not endpoint or not model_name):
         raise CommandError("--endpoint and --model are needed (or --agent NAME|module:callable)")
