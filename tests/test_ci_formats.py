@@ -143,3 +143,27 @@ def test_markdown_against_a_baseline_says_what_changed(harmful, monkeypatch, tmp
     res = _check(monkeypatch, runs, lib, "--report", f"json:{base}")
     res = _check(monkeypatch, runs, lib, "--baseline", str(base), "--format", "markdown")
     assert "Nothing changed against the baseline." in res.stdout
+
+
+def test_the_pre_commit_hooks_run_skillaudit_validate(monkeypatch):
+    """.pre-commit-hooks.yaml: each hook's entry and default arguments are a working `skillaudit`
+    command (run here on the bundled library and a bundled run log, as pre-commit would)."""
+    import shlex
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    hooks = {h["id"]: h for h in yaml.safe_load((repo / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"skillaudit-validate-skills", "skillaudit-validate-runs"}
+    demo = repo / "skillaudit" / "demo"
+    monkeypatch.chdir(demo)
+    for hook, files in ((hooks["skillaudit-validate-skills"], []),
+                        (hooks["skillaudit-validate-runs"], ["sample_runs/qwen2.5-coder-0.5b_gsm8k.jsonl"])):
+        argv = shlex.split(hook["entry"]) + list(hook.get("args", [])) + (files if hook.get("pass_filenames", True) else [])
+        assert argv[0] == "skillaudit" and hook["language"] == "python"
+        res = CliRunner().invoke(cli, argv[1:])
+        assert res.exit_code == 0, res.output
+    import re
+
+    assert re.search(hooks["skillaudit-validate-skills"]["files"], "skills/percent-change/SKILL.md")
+    assert re.search(hooks["skillaudit-validate-runs"]["files"], "runs/qwen.jsonl.gz")
