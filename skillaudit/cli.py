@@ -8,6 +8,7 @@ This module holds the group, the list of commands and `main`; the commands live 
 - `commands.run`: run, verify, simulate (producing runs);
 - `commands.logs`: validate, import, export (checking, converting and exporting run logs);
 - `commands.triggers`: triggers (does a skill fire when it should);
+- `commands.ci`: ci init (a CI workflow for a skill repository);
 - `commands._shared`: what they share: errors as one-line messages (`reports_errors`), the shared
   options, output helpers and reading the inputs with their warnings.
 
@@ -25,13 +26,14 @@ from skillaudit import __version__
 from skillaudit.commands._shared import CommandError, reports_errors
 from skillaudit.commands.analyse import clusters, cost_cmd, graph, metrics, prune, rank
 from skillaudit.commands.audit import audit, check, compare, diff_cmd
+from skillaudit.commands.ci import ci_group
 from skillaudit.commands.logs import export, import_group, validate
 from skillaudit.commands.plugins import plugins_cmd
 from skillaudit.commands.run import run_cmd, simulate, verify
 from skillaudit.commands.triggers import triggers
 
 __all__ = [
-    "CommandError", "audit", "check", "cli", "clusters", "compare", "cost_cmd", "diff_cmd", "export", "graph",
+    "CommandError", "audit", "check", "ci_group", "cli", "clusters", "compare", "cost_cmd", "diff_cmd", "export", "graph",
     "import_group", "main", "metrics", "prune", "rank", "reports_errors", "run_cmd", "simulate", "triggers",
     "validate", "verify",
 ]
@@ -49,7 +51,7 @@ def cli(debug: bool) -> None:
 
 
 for _command in (metrics, validate, import_group, clusters, graph, rank, cost_cmd, prune, simulate, audit,
-                 compare, run_cmd, check, diff_cmd, verify, triggers, export, plugins_cmd):
+                 compare, run_cmd, check, diff_cmd, verify, triggers, ci_group, export, plugins_cmd):
     cli.add_command(_command)
 
 

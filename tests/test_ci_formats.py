@@ -167,3 +167,48 @@ def test_the_pre_commit_hooks_run_skillaudit_validate(monkeypatch):
 
     assert re.search(hooks["skillaudit-validate-skills"]["files"], "skills/percent-change/SKILL.md")
     assert re.search(hooks["skillaudit-validate-runs"]["files"], "runs/qwen.jsonl.gz")
+
+
+def _parses(argv: list[str]) -> None:
+    """`skillaudit ARGV` parses (every option known, values of the right type) without running."""
+    import click
+
+    # the root's context_settings as on the command line (click caches each command's help option
+    # from the first context it sees: a bare one here would change what `--help` prints later)
+    cmd, rest, parent = cli, list(argv), click.Context(cli, info_name="skillaudit", **cli.context_settings)
+    name = "skillaudit"
+    while isinstance(cmd, click.Group):  # `ci init`, `import harbor`: down to the command
+        name, *rest = rest
+        cmd, parent = cmd.get_command(parent, name), click.Context(cmd.get_command(parent, name), info_name=name,
+                                                                  parent=parent)
+    cmd.make_context(name, rest, parent=parent.parent)
+
+
+def test_ci_init_writes_a_workflow_whose_commands_parse(tmp_path, monkeypatch):
+    """`ci init`: a workflow that re-runs with --reuse and checks against the committed baseline with
+    SARIF and annotations on pull requests, refreshes on the branch; each skillaudit command in it
+    parses with today's options; an existing file is kept unless --force."""
+    import shlex
+
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["ci", "init", "--tasks", "my tasks.jsonl", "--skills", ".claude/skills"])
+    assert res.exit_code == 0, res.output
+    wf = yaml.safe_load((tmp_path / ".github" / "workflows" / "skillaudit.yml").read_text())
+    assert wf[True]["pull_request"]["paths"] == [".claude/skills/**"]  # YAML 1.1 reads the key `on` as True
+    steps = wf["jobs"]["skills"]["steps"]
+    runs = [s["run"] for s in steps if "skillaudit " in s.get("run", "")]
+    lines = [ln.strip() for r in runs for ln in r.splitlines() if ln.strip().startswith("skillaudit ")]
+    assert [ln.split()[1] for ln in lines] == ["run", "check", "audit"]
+    for ln in lines:
+        argv = shlex.split(ln.replace("${{ vars.SKILLAUDIT_ENDPOINT }}", "http://x/v1")
+                           .replace("${{ vars.SKILLAUDIT_MODEL }}", "m"))
+        _parses(argv[1:])
+    assert "--reuse skillaudit/runs.jsonl" in lines[0] and "--tasks 'my tasks.jsonl'" in lines[0]
+    assert "--report sarif:skillaudit.sarif" in lines[1] and any(s.get("uses", "").startswith(
+        "github/codeql-action/upload-sarif") for s in steps)
+    res = CliRunner().invoke(cli, ["ci", "init", "--tasks", "t.jsonl"])
+    assert res.exit_code == 2 and "exists; pass --force to replace it" in res.output
+    res = CliRunner().invoke(cli, ["ci", "init"])
+    assert res.exit_code == 2 and "give one of --tasks FILE or --benchmark NAME" in res.output
