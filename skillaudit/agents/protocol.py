@@ -70,6 +70,11 @@ def catalog_hash(index: SkillIndex) -> str:
     return h.hexdigest()[:16]
 
 
+def library_hash(index: SkillIndex) -> str:
+    """A hash of every offered skill's content, in order (each record's `meta.library_hash`)."""
+    return hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()[:16]
+
+
 def catalog_listing(index: SkillIndex) -> str:
     return "\n".join(f"- {s.id}: {' '.join(s.description.split())}" for s in index.skills)
 
@@ -387,6 +392,7 @@ __all__ = [
     "call_agent",
     "catalog_agent",
     "catalog_hash",
+    "library_hash",
     "load_agent",
     "search_agent",
 ]

@@ -185,7 +185,7 @@ def triggers(skills_path: str, queries_path: str | None, out_path: str | None, a
                               tool_mode, tool_choice, max_calls, top_k, seed, concurrency, episode_timeout,
                               request_timeout, retries, retry_errors, quiet or as_json, changed,
                               _harbor(engine, agent_name, model_name, agent_kwargs, harbor_args, harbor_env,
-                                      n_concurrent, jobs_dir, task_image, no_network))
+                                      n_concurrent, jobs_dir, task_image, no_network), lib)
         if scores is None:  # --dry-run
             return
     elif out_path or agent_spec or dry_run or budget_tokens or distractors:
@@ -243,18 +243,18 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
                  model_label: str | None, api_key_env: str, temperature: float, max_tokens: int, tool_mode: str,
                  tool_choice: str, max_calls: int, top_k: int, seed: int, concurrency: int, episode_timeout: float | None,
                  request_timeout: float, retries: int, retry_errors: bool, quiet: bool, changed: Any = None,
-                 harbor: Any = None) -> Any:
+                 harbor: Any = None, library: Any = None) -> Any:
     """Plan (printed before any model call), run and score the trigger queries; None with --dry-run.
     With `changed` (`--changed`), only the queries and skills it concerns."""
     import os
     from pathlib import Path
 
     from skillaudit.agents.agent import AgentConfig
+    from skillaudit.agents.protocol import library_hash
     from skillaudit.analysis.triggers import reach, trigger_scores
     from skillaudit.engine.triggers import (
         TriggerOptions,
         current_records,
-        library_hash,
         plan_triggers,
         run_triggers,
     )
@@ -281,12 +281,8 @@ def _run_queries(skills_path: str, queries_path: str, out_path: str | None, agen
                           skills_mode=skills_mode, epochs=epochs, seed=seed, concurrency=concurrency,
                           episode_timeout=episode_timeout, retry_errors=retry_errors and not dry_run,
                           model_label=model_label, budget_tokens=budget_tokens, distractors=distractors,
-                          engine="harbor" if harbor is not None else "threads")
-    if changed is not None:
-        from skillaudit.tasks.queries import load_queries
-
-        opts.only_queries = tuple(changed.queries(load_queries(queries_path)))
-    tp = plan_triggers(opts)  # bad queries or library fail here, before any model call
+                          engine="harbor" if harbor is not None else "threads", changed=changed)
+    tp = plan_triggers(opts, library)  # bad queries fail here, before any model call
     click.echo(f"triggers: {tp.sentence()}", err=True)
     if dry_run:
         return None

@@ -13,14 +13,19 @@ condition, epoch) already in the output file. Failures after retries become erro
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from skillaudit import __version__
 from skillaudit.agents.agent import ChatClient
-from skillaudit.agents.protocol import ProtocolEpisode, Skills, call_agent, search_agent
+from skillaudit.agents.protocol import (
+    ProtocolEpisode,
+    Skills,
+    call_agent,
+    library_hash,
+    search_agent,
+)
 from skillaudit.agents.retrieve import SkillIndex
 from skillaudit.engine.episode import BUILTIN_AGENT, attempt, task_view
 from skillaudit.engine.loop import RunSummary, engine_for
@@ -77,7 +82,6 @@ def run_benchmark(opts: RunOptions, quiet: bool = False,
         warnings.append(f"--exclude-skills: not in the library: {', '.join(index.unknown_excluded)}")
     if not index.skills:
         raise InputError("no skills left in the library after --exclude-skills")
-    lib_hash = hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()
 
     out = Path(opts.out)
     model_label = opts.model_label or opts.agent.model
@@ -101,7 +105,7 @@ def run_benchmark(opts: RunOptions, quiet: bool = False,
     agent_fn = search_agent(client, opts.agent)
     base_meta = {**opts.agent.public(), "harness": f"skillaudit {__version__}",
                  "excluded_skills": list(opts.exclude_skills)}
-    base_meta["library_hash"] = lib_hash[:16]
+    base_meta["library_hash"] = library_hash(index)
     if unsafe_reason:
         base_meta["unsafe_scoring"] = True
 

@@ -8,7 +8,6 @@ Records follow DESIGN §3.1 like `runner.run_benchmark`'s; resume, `--limit`, `-
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from skillaudit.agents.protocol import (
     call_agent,
     catalog_agent,
     catalog_hash,
+    library_hash,
     load_agent,
     search_agent,
 )
@@ -61,7 +61,6 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
     index = SkillIndex(library, set(opts.exclude_skills))
     if not index.skills:
         raise InputError("no skills left in the library after --exclude-skills")
-    lib_hash = hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()[:16]
     benchmark = tasks[0].benchmark if opts.tasks else opts.benchmark
     model_label = _model_label(opts)
     out = Path(opts.out)
@@ -82,7 +81,7 @@ def run_tasks(opts: RunOptions, quiet: bool = False, on_record=None) -> RunSumma
     judged = _judged_runs(opts, tasks, plan, model_label, summary)
     if judged is not None:
         client = _Both(client, judged)
-    base_meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "library_hash": lib_hash,
+    base_meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "library_hash": library_hash(index),
                                  "skills_mode": opts.skills_mode, "agent": agent_name,
                                  "excluded_skills": list(opts.exclude_skills)}
     if not opts.agent_spec:

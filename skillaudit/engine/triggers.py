@@ -15,7 +15,6 @@ Before any model call the plan says how many episodes and about how many tokens 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,17 +29,16 @@ from skillaudit.agents.protocol import (
     TEXT_TOOLS,
     Skills,
     call_agent,
-    catalog_agent,
     catalog_hash,
     catalog_listing,
-    load_agent,
-    search_agent,
+    library_hash,
 )
 from skillaudit.agents.retrieve import SkillIndex
 from skillaudit.engine.loop import RunSummary, engine_for
 from skillaudit.engine.options import task_seed
 from skillaudit.engine.output import Writer, existing_records, prepare_output, record_key
 from skillaudit.engine.plan import Episode, Plan
+from skillaudit.engine.taskrun import _agent_of, _error_of
 from skillaudit.errors import InputError
 from skillaudit.library import Library
 from skillaudit.runs.records import fired_of
@@ -67,7 +65,7 @@ class TriggerOptions:
     model_label: str | None = None
     budget_tokens: int | None = None
     engine: str = "threads"
-    only_queries: tuple[str, ...] | None = None  # `--changed`: the queries that concern a changed skill
+    changed: Any = None  # `--changed`: an `analysis.triggers.Changed`; only the queries it concerns run
     distractors: tuple[int, ...] = ()  # `--distractors`: catalog sizes of the sweep (distractor skills added)
 
 
@@ -112,19 +110,20 @@ def estimate_tokens(index: SkillIndex, queries: list[Any], mode: str, agent: Age
     return out
 
 
-def plan_triggers(opts: TriggerOptions) -> TriggerPlan:
-    """The library, the checked queries and the episodes not yet logged; no model call. With
+def plan_triggers(opts: TriggerOptions, library: Any = None) -> TriggerPlan:
+    """The library (`library`, when the caller has loaded `opts.skills` already), the checked queries
+    and the episodes not yet logged; no model call. With
     `distractors`, one catalog per size: the library and that many distractor skills (nested: a
     larger catalog holds the smaller one's), each query's runs logged as `<query id>#d<size>`."""
     from skillaudit.library import load_library
     from skillaudit.tasks.queries import load_queries
 
-    library = load_library(opts.skills)
+    library = library if library is not None else load_library(opts.skills)
     if not len(library):
         raise InputError(f"--skills {opts.skills}: no skills")
     queries = load_queries(opts.queries, library.ids)
-    if opts.only_queries is not None:
-        keep = set(opts.only_queries)
+    if opts.changed is not None:
+        keep = set(opts.changed.queries(queries))
         queries = [q for q in queries if q.id in keep]
     index = SkillIndex(library)
     label = opts.model_label or (opts.agent_spec if opts.agent_spec else opts.agent.model)
@@ -178,11 +177,6 @@ def distractor_skills(taken: set[str], seed: int = 0) -> list[Any]:
     return out
 
 
-def library_hash(index: SkillIndex) -> str:
-    """The hash of every offered skill's content, in order (`meta.library_hash` of each record)."""
-    return hashlib.sha256("".join(s.content_hash for s in index.skills).encode()).hexdigest()[:16]
-
-
 def current_records(out: Path, model_label: str, lib_hash: str) -> list[dict[str, Any]]:
     """The trigger records of `out` made by this model with this library (older ones are history)."""
     return [rec for _, rec in existing_records(out)
@@ -198,16 +192,8 @@ def run_triggers(opts: TriggerOptions, tp: TriggerPlan | None = None, quiet: boo
                          warnings=plan.warnings)
     if not plan.episodes:
         return summary
-    if opts.agent_spec:
-        agent_fn, agent_name, client = load_agent(opts.agent_spec), opts.agent_spec, _Null()
-    else:
-        from skillaudit.agents.agent import ChatClient
-
-        client = ChatClient(opts.agent)
-        agent_fn = (catalog_agent if opts.skills_mode == "catalog" else search_agent)(client, opts.agent)
-        agent_name = f"built-in {opts.skills_mode} agent"
-    lib_hash = library_hash(index)
-    base_meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "library_hash": lib_hash,
+    agent_fn, agent_name, client = _agent_of(opts)  # --agent, or the built-in loop of --skills-mode
+    base_meta: dict[str, Any] = {"harness": f"skillaudit {__version__}", "library_hash": library_hash(index),
                                  "skills_mode": opts.skills_mode, "agent": agent_name}
     if not opts.agent_spec:
         base_meta.update(opts.agent.public())
@@ -233,8 +219,6 @@ def run_triggers(opts: TriggerOptions, tp: TriggerPlan | None = None, quiet: boo
         try:
             out = call_agent(agent_fn, task, skills, opts.episode_timeout, agent_name)
         except Exception as exc:  # an endpoint down or a broken agent: an error record, never "did not fire"
-            from skillaudit.engine.taskrun import _error_of
-
             rec["error"] = _error_of(exc, ep.task_id)
             return rec
         spent.add(out.usage)
@@ -250,11 +234,6 @@ def run_triggers(opts: TriggerOptions, tp: TriggerPlan | None = None, quiet: boo
     engine_for(opts.engine)(plan, one, Writer(Path(opts.out)), client, summary, opts.concurrency, quiet, None)
     summary.budget_stopped = spent.reached()  # type: ignore[attr-defined]
     return summary
-
-
-class _Null:
-    def close(self) -> None:
-        pass
 
 
 class _Budget:
@@ -340,7 +319,14 @@ def run_triggers_harbor(opts: TriggerOptions, tp: TriggerPlan, h: HarborTriggerO
     to `opts.out` as trigger records. A re-run resumes Harbor's job and writes nothing twice."""
     import time
 
-    from skillaudit.engine.harbor import HarborRun, commands, find_harbor, write_configs
+    from skillaudit.engine.harbor import (
+        INSTALL_HINT,
+        HarborRun,
+        HarborSummary,
+        commands,
+        find_harbor,
+        write_configs,
+    )
     from skillaudit.engine.harbor import _run_jobs as run_jobs
     from skillaudit.errors import HarnessError
     from skillaudit.importers.harbor import import_harbor
@@ -349,7 +335,8 @@ def run_triggers_harbor(opts: TriggerOptions, tp: TriggerPlan, h: HarborTriggerO
     out = Path(opts.out)
     root = Path(h.jobs_dir) if h.jobs_dir else Path(f"{opts.out}.harbor")
     names = harbor_trigger_dataset(tp.queries, root / "tasks", h, opts.episode_timeout)
-    todo = sorted({name for name, qid in names.items() if any(ep.source[0].id == qid for ep in tp.plan.episodes)})
+    planned = {ep.source[0].id for ep in tp.plan.episodes}
+    todo = sorted(name for name, qid in names.items() if qid in planned)
     summary = RunSummary(out=opts.out, n_tasks=len(names), planned=len(tp.plan.episodes), skipped=tp.plan.skipped)
     if not todo:
         return summary
@@ -359,13 +346,9 @@ def run_triggers_harbor(opts: TriggerOptions, tp: TriggerPlan, h: HarborTriggerO
                     job_name=f"{out.stem}-triggers", model_label=tp.model_label, skills_only=True)
     harbor = find_harbor()
     if harbor is None:
-        from skillaudit.engine.harbor import INSTALL_HINT
-
         raise HarnessError(INSTALL_HINT)
     paths = write_configs(run)
     t0 = time.monotonic()
-    from skillaudit.engine.harbor import HarborSummary
-
     hs = HarborSummary(out=opts.out)
     run_jobs(run, commands(run, paths, harbor), quiet, say, hs)
     folder = run.jobs_path / run.job_names()[0]

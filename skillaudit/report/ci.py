@@ -91,6 +91,17 @@ def _skill_file(skills_root: str | None, library: Any, skill_id: str) -> tuple[s
     return _relative(path), line
 
 
+def _location(row: dict[str, Any], skills_root: str | None, library: Any,
+              seen: dict[str, tuple[str, int | None]]) -> tuple[str, int]:
+    """(SKILL.md path, line) of a skill's decision: the description line for a rule about when the
+    skill fires, else line 1; each skill's file read once (`seen`) however many models it has."""
+    sid = row["skill_id"]
+    if sid not in seen:
+        seen[sid] = _skill_file(skills_root, library, sid)
+    uri, line = seen[sid]
+    return uri, line if (line and row["rule"] in TRIGGER_RULES) else 1
+
+
 def _relative(path: Path) -> str:
     try:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
@@ -112,9 +123,11 @@ def decisions(doc: dict[str, Any], failures: list[Any]) -> list[dict[str, Any]]:
                          "rule": r.get("rule") or "", "reason": r.get("reason", ""),
                          "benchmark": r.get("benchmark"),
                          "fails": scope == "skill" and (m, r.get("skill_id")) in failing})
+    have = {(x["model"], x["skill_id"]) for x in rows}
     for f in failures:
-        if f.skill_id and (f.model, f.skill_id) in {(x["model"], x["skill_id"]) for x in rows}:
+        if f.skill_id and (f.model, f.skill_id) in have:
             continue
+        have.add((f.model, f.skill_id))
         rows.append({"scope": "gate", "model": f.model, "skill_id": f.skill_id, "action": "fail",
                      "rule": _KIND_RULE.get(f.kind, "G003"), "reason": f.message, "benchmark": f.benchmark,
                      "fails": True})
@@ -131,11 +144,11 @@ def to_sarif(doc: dict[str, Any], failures: list[Any], skills_root: str | None =
              library: Any = None) -> dict[str, Any]:
     """The SARIF 2.1.0 log of a `check`: rules from the policy's table, a result per decision."""
     results = []
+    seen: dict[str, tuple[str, int | None]] = {}
     for row in decisions(doc, failures):
         if row["skill_id"]:
-            uri, line = _skill_file(skills_root, library, row["skill_id"])
-            region = {"startLine": line if (line and row["rule"] in TRIGGER_RULES) else 1}
-            loc = {"physicalLocation": {"artifactLocation": {"uri": uri}, "region": region}}
+            uri, line = _location(row, skills_root, library, seen)
+            loc = {"physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": line}}}
         else:
             loc = {"physicalLocation": {"artifactLocation": {"uri": _relative(Path(skills_root or "skills")) + "/"}}}
         who = row["skill_id"] or "library"
@@ -217,15 +230,16 @@ def to_github(doc: dict[str, Any], failures: list[Any], skills_root: str | None 
     from skillaudit.util.term import clean
 
     lines = []
+    seen: dict[str, tuple[str, int | None]] = {}
     for row in decisions(doc, failures):
         cmd = {"error": "error", "warning": "warning", "note": "notice"}[_level(row)]
         who = row["skill_id"] or "library"
         title = f"{row['rule'] or 'gate'} {row['action']}: {who} ({row['model']})"
         props = [f"title={_gh_prop(clean(title))}"]
         if row["skill_id"]:
-            uri, line = _skill_file(skills_root, library, row["skill_id"])
+            uri, line = _location(row, skills_root, library, seen)
             props.insert(0, f"file={_gh_prop(uri)}")
-            props.insert(1, f"line={line if (line and row['rule'] in TRIGGER_RULES) else 1}")
+            props.insert(1, f"line={line}")
         lines.append(f"::{cmd} {','.join(props)}::{_gh_data(clean(row['reason']))}")
     return "\n".join(lines) + ("\n" if lines else "")
 
